@@ -1,0 +1,136 @@
+"""``mlstream demo``: the whole product on one machine, no account needed.
+
+Starts the built-in fake OpenAI provider and a real mlstream server on free
+loopback ports (state in a temporary directory), registers the seed's connector
+and model through the HTTP API, streams one answer to the terminal as it
+arrives, then prints curl commands for the running server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import urllib3
+
+from .settings import ServerSettings
+from .sse import SSEDecoder
+from .testing.fake_openai import FakeOpenAI
+
+log = logging.getLogger(__name__)
+
+QUESTION = "Can you summarize Prince Hamlet of William Shakespeare in around 1000 words?"
+# The fake answers word by word at this pace, so the stream is visible.
+DEMO_DELAY_MS = 40
+
+
+def connector_body(fake: FakeOpenAI) -> dict[str, Any]:
+    """The seed's OpenAI connector, verbatim but for the endpoint (the fake)."""
+    return {
+        "name": "OpenAI Chat Connector",
+        "description": "The connector to public OpenAI model service for GPT 3.5",
+        "version": 1,
+        "protocol": "http",
+        "parameters": {"endpoint": fake.url.removeprefix("http://"), "model": "gpt-3.5-turbo"},
+        "credential": {"openAI_key": fake.api_key},
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "url": "http://${parameters.endpoint}/v1/chat/completions",
+            "headers": {"Authorization": "Bearer ${credential.openAI_key}",
+                        "X-Fake-Delay-Ms": str(DEMO_DELAY_MS)},
+            "request_body": "{ \"model\": \"${parameters.model}\", \"messages\": ${parameters.messages} }",
+        }],
+    }
+
+
+def predict_body(stream: bool) -> dict[str, Any]:
+    parameters: dict[str, Any] = {"messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": QUESTION},
+    ]}
+    if stream:
+        parameters["_llm_interface"] = "openai/v1/chat/completions"
+    return {"parameters": parameters}
+
+
+def run_demo(*, port: int = 0, once: bool = False) -> int:
+    from .server.app import Server
+
+    out = sys.stdout
+    with tempfile.TemporaryDirectory(prefix="mlstream-demo-") as data_dir, FakeOpenAI() as fake:
+        settings = ServerSettings(port=port, data_dir=Path(data_dir), allow_private_endpoints=True,
+                                  trusted_endpoints=(r"^http://127\.0\.0\.1:\d+/.*$",), drain_timeout=1.0)
+        server = Server(settings).start()
+        try:
+            http = urllib3.PoolManager()
+            connector_id = _call(http, "POST", f"{server.url}/_plugins/_ml/connectors/_create",
+                                 connector_body(fake))["connector_id"]
+            model_id = _call(http, "POST", f"{server.url}/_plugins/_ml/models/_register?deploy=true", {
+                "name": "openai gpt 3.5 turbo", "function_name": "remote",
+                "description": "openai model", "connector_id": connector_id})["model_id"]
+            out.write(f"mlstream is serving on {server.url} (fake OpenAI provider on {fake.url})\n")
+            out.write(f"connector {connector_id}, model {model_id}\n\n> {QUESTION}\n\n")
+            out.flush()
+            _stream_to(out, http, f"{server.url}/_plugins/_ml/models/{model_id}/_predict/stream")
+            if once:
+                return 0
+            out.write(_curl_guide(server.url, model_id))
+            out.write("\nServing until Ctrl-C.\n")
+            out.flush()
+            try:
+                threading.Event().wait()
+            except KeyboardInterrupt:
+                out.write("\n")
+            return 0
+        finally:
+            server.stop(drain_timeout=1.0)
+
+
+def _call(http: urllib3.PoolManager, method: str, url: str, body: Any) -> dict[str, Any]:
+    response = http.request(method, url, json=body, timeout=30.0, retries=False)
+    data = json.loads(response.data)
+    if response.status != 200:
+        raise RuntimeError(f"{method} {url} failed with {response.status}: {data}")
+    return data
+
+
+def _stream_to(out: Any, http: urllib3.PoolManager, url: str) -> None:
+    response = http.request("POST", url, json=predict_body(stream=True), preload_content=False,
+                            timeout=urllib3.Timeout(connect=10.0, read=60.0), retries=False)
+    if response.status != 200:
+        raise RuntimeError(f"streaming failed with {response.status}: {response.read()!r}")
+    decoder = SSEDecoder()
+    try:
+        for data in response.stream(1024, decode_content=True):
+            for event in decoder.feed(data):
+                message = json.loads(event.data)
+                if "error" in message:
+                    out.write(f"\n[stream failed: {message['error']}]\n")
+                    return
+                result = message["inference_results"][0]["output"][0]["dataAsMap"]
+                out.write(str(result["content"]))
+                out.flush()
+                if result["is_last"]:
+                    out.write("\n")
+                    return
+    finally:
+        response.release_conn()
+
+
+def _curl_guide(url: str, model_id: str) -> str:
+    body = json.dumps(predict_body(stream=True), indent=2)
+    plain = json.dumps(predict_body(stream=False))
+    return (
+        "\nTry it yourself:\n\n"
+        f"curl -N -X POST \"{url}/_plugins/_ml/models/{model_id}/_predict/stream\" "
+        f"-H \"Content-Type: application/json\" -d '{body}'\n\n"
+        f"curl -X POST \"{url}/_plugins/_ml/models/{model_id}/_predict\" "
+        f"-H \"Content-Type: application/json\" -d '{plain}'\n\n"
+        f"curl \"{url}/_plugins/_ml/models/{model_id}\"\n"
+        f"curl \"{url}/metrics\"\n")

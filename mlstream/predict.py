@@ -1,0 +1,129 @@
+"""Predict and predict-stream: from a request body to an upstream call.
+
+Both paths share ``_prepare``: resolve the model (auto-deploying it), merge the
+parameters, render the action, check the endpoint. Nothing is sent upstream
+until all of that has passed, so a bad request costs the provider nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import urllib3
+
+from .cluster import ClusterSettings
+from .connectors import UpstreamRequest, merge_parameters, render_request
+from .errors import BadRequest, MLStreamError, UpstreamError
+from .jsonpath import PathNotFound, compile_path
+from .metrics import Metrics
+from .providers import dialect_for
+from .registry import Registry, ResolvedModel
+from .settings import ServerSettings
+from .streaming.channel import Channel
+from .streaming.pool import StreamPool
+from .streaming.reader import read_stream
+from .upstream import UpstreamClient, error_from_response
+
+RESPONSE_FILTER = "response_filter"
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    model: ResolvedModel
+    parameters: dict[str, Any]
+    request: UpstreamRequest
+
+
+class Predictor:
+    def __init__(self, registry: Registry, cluster: ClusterSettings, upstream: UpstreamClient,
+                 pool: StreamPool, metrics: Metrics, server: ServerSettings) -> None:
+        self._registry = registry
+        self._cluster = cluster
+        self._upstream = upstream
+        self._pool = pool
+        self._metrics = metrics
+        self._server = server
+
+    def predict(self, model_id: str, body: Any) -> dict[str, Any]:
+        """The whole upstream answer in ml-commons' ``inference_results`` shape."""
+        prepared = self._prepare(model_id, body)
+        connector = prepared.model.connector
+        response = self._upstream.send(prepared.request, connector.client_config, stream=False)
+        payload = self._upstream.read_body(response, prepared.request.url)
+        if response.status >= 300:
+            raise self._error_response(prepared, response.status, payload, response.headers)
+        return {"inference_results": [{
+            "output": [{"name": "response",
+                        "dataAsMap": _filtered(payload, prepared.parameters.get(RESPONSE_FILTER))}],
+            "status_code": response.status}]}
+
+    def open_stream(self, model_id: str, body: Any) -> Channel:
+        """Start relaying the model's answer; the returned channel yields its items.
+
+        Raises before anything is started for bad input, a disabled stream
+        setting, or a full pool (Overloaded).
+        """
+        if not self._cluster.stream_enabled:
+            raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
+        prepared = self._prepare(model_id, body)
+        connector = prepared.model.connector
+        dialect = dialect_for(prepared.parameters, connector)
+        request = dialect.stream_request(prepared.request, connector, prepared.parameters)
+        channel = Channel(self._server.stream_queue_chunks)
+        send = partial(self._upstream.send, request, connector.client_config, stream=True)
+        job = partial(read_stream, channel, send, partial(self._stream_error, prepared),
+                      dialect.new_decoder(), request.url, self._server.client_stall_timeout)
+        self._pool.submit(job)
+        return channel
+
+    def _prepare(self, model_id: str, body: Any) -> Prepared:
+        parameters = _request_parameters(body)
+        model = self._registry.resolve(model_id)
+        merged = merge_parameters(model.connector, parameters)
+        request = render_request(model.connector, merged)
+        policy = self._cluster.endpoint_policy
+        host = policy.check_url(request.url)
+        policy.check_resolved_host(host, urllib3.util.parse_url(request.url).port)
+        return Prepared(model, merged, request)
+
+    def _stream_error(self, prepared: Prepared, response: urllib3.BaseHTTPResponse) -> MLStreamError:
+        payload = self._upstream.read_body(response, prepared.request.url)
+        return self._error_response(prepared, response.status, payload, response.headers)
+
+    def _error_response(self, prepared: Prepared, status: int, payload: bytes,
+                        headers: Any) -> UpstreamError:
+        self._metrics.upstream_error(status)
+        return error_from_response(status, payload, prepared.request.url,
+                                   prepared.model.connector.credential.values(), headers)
+
+
+def _request_parameters(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object with [parameters]")
+    unknown = sorted(set(body) - {"parameters"})
+    if unknown:
+        raise BadRequest(f"unknown field [{', '.join(unknown)}]: a remote model takes [parameters]")
+    parameters = body.get("parameters", {})
+    if not isinstance(parameters, dict):
+        raise BadRequest("[parameters] must be a JSON object")
+    return parameters
+
+
+def _filtered(payload: bytes, response_filter: Any) -> Any:
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return {"response": payload.decode("utf-8", errors="replace")}
+    if response_filter is None:
+        return data if isinstance(data, dict) else {"response": data}
+    if not isinstance(response_filter, str):
+        raise BadRequest(f"[{RESPONSE_FILTER}] must be a JSONPath string")
+    try:
+        value = compile_path(response_filter).read(data)
+    except PathNotFound:
+        raise UpstreamError(f"the provider's answer has nothing at {RESPONSE_FILTER} "
+                            f"{response_filter}") from None
+    return value if isinstance(value, dict) else {"response": value}

@@ -1,0 +1,40 @@
+"""Provider dialects: how to call each provider's streaming API and read its frames."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..connectors import Connector
+from ..errors import BadRequest
+from .base import Dialect, StreamDecoder
+from .openai import OPENAI_CHAT, OPENAI_COMPLETIONS
+
+_DIALECTS: dict[str, Dialect] = {
+    OPENAI_CHAT.name: OPENAI_CHAT,
+    OPENAI_COMPLETIONS.name: OPENAI_COMPLETIONS,
+}
+
+LLM_INTERFACE = "_llm_interface"
+
+
+def dialect_for(parameters: Mapping[str, Any], connector: Connector) -> Dialect:
+    """The dialect named by ``_llm_interface``, or inferred from the connector."""
+    named = parameters.get(LLM_INTERFACE)
+    if named is not None:
+        if not isinstance(named, str):
+            raise BadRequest(f"[{LLM_INTERFACE}] must be a string")
+        key = named.strip().lower()
+        if key not in _DIALECTS:
+            raise BadRequest(f"Unsupported llm interface [{named.strip()}]; supported: "
+                             + ", ".join(sorted(_DIALECTS)))
+        return _DIALECTS[key]
+    url = connector.action("predict").url.split("?", 1)[0].rstrip("/")
+    if url.endswith("/chat/completions"):
+        return OPENAI_CHAT
+    if url.endswith("/completions"):
+        return OPENAI_COMPLETIONS
+    raise BadRequest(f"[{LLM_INTERFACE}] is required: the streaming dialect cannot be inferred "
+                     "from this connector; supported: " + ", ".join(sorted(_DIALECTS)))
+
+
+__all__ = ["Dialect", "StreamDecoder", "dialect_for", "LLM_INTERFACE"]

@@ -1,0 +1,112 @@
+"""OpenAI chat completions and legacy text completions, streamed as SSE."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from ..connectors import Connector, UpstreamRequest
+from ..errors import BadRequest, UpstreamError
+from ..sse import SSEDecoder
+from ..streaming.events import Delta, Done, Failure, StreamItem
+
+_DONE_MARKER = "[DONE]"
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIDialect:
+    name: str
+    # chat completions carry text in choices[0].delta.content, legacy ones in choices[0].text
+    chat: bool
+
+    def stream_request(self, request: UpstreamRequest, connector: Connector,
+                       parameters: Mapping[str, Any]) -> UpstreamRequest:
+        body = _json_object_body(request)
+        body["stream"] = True
+        # Usage costs the provider an extra chunk; ask for it only if the caller did.
+        if "stream_options" not in body and isinstance(parameters.get("stream_options"), dict):
+            body["stream_options"] = parameters["stream_options"]
+        headers = dict(request.headers)
+        headers.setdefault("Accept", "text/event-stream")
+        return replace(request, headers=headers,
+                       body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+
+    def new_decoder(self) -> "OpenAIStreamDecoder":
+        return OpenAIStreamDecoder(self.chat)
+
+
+OPENAI_CHAT = OpenAIDialect("openai/v1/chat/completions", chat=True)
+OPENAI_COMPLETIONS = OpenAIDialect("openai/v1/completions", chat=False)
+
+
+class OpenAIStreamDecoder:
+    """OpenAI's SSE chunks to values: one Delta per non-empty text, Done at [DONE]."""
+
+    def __init__(self, chat: bool) -> None:
+        self._chat = chat
+        self._sse = SSEDecoder()
+        self._finish_reason: str | None = None
+        self._usage: dict[str, int] | None = None
+        self._ended = False
+
+    def feed(self, data: bytes) -> list[StreamItem]:
+        items: list[StreamItem] = []
+        for event in self._sse.feed(data):
+            item = self._on_event(event.data)
+            if item is not None:
+                items.append(item)
+                if isinstance(item, (Done, Failure)):
+                    self._ended = True
+                    break
+        return items
+
+    def finish(self) -> list[StreamItem]:
+        if self._ended:
+            return []
+        self._ended = True
+        return [Failure(UpstreamError("the provider ended the stream before [DONE]"))]
+
+    def _on_event(self, data: str) -> StreamItem | None:
+        if data == _DONE_MARKER:
+            return Done(self._finish_reason, self._usage)
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            return Failure(UpstreamError("the provider sent a stream event that is not JSON"))
+        if not isinstance(chunk, dict):
+            return Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))
+        if chunk.get("error") is not None:
+            return Failure(UpstreamError(f"the provider failed mid-stream: {_error_message(chunk['error'])}"))
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self._usage = {"input_tokens": usage.get("prompt_tokens"),
+                           "output_tokens": usage.get("completion_tokens")}
+        choices = chunk.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return None
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            self._finish_reason = choice["finish_reason"]
+        if self._chat:
+            delta = choice.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else None
+        else:
+            text = choice.get("text")
+        return Delta(text) if isinstance(text, str) and text else None
+
+
+def _json_object_body(request: UpstreamRequest) -> dict[str, Any]:
+    try:
+        body = json.loads(request.body or b"")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise BadRequest("the connector's request_body must render to a JSON object to stream it")
+    return body
+
+
+def _error_message(error: Any) -> str:
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    return str(error)[:500]

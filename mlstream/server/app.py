@@ -1,0 +1,167 @@
+"""The server: wiring of the parts, the listening socket, and the lifecycle.
+
+    socketserver.TCPServer
+     +-- http.server.HTTPServer
+          +-- http.server.ThreadingHTTPServer    one daemon thread per connection
+               +-- MLStreamServer                 carries the App
+    App
+     +-- store (SQLiteStore)  cluster (ClusterSettings)  registry (Registry)
+     +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
+     +-- live_streams (LiveStreams)  metrics (Metrics)  router (Router)
+
+Shutdown (``App.stop``): stop accepting and close the listening socket, let
+running streams finish until the drain deadline, cancel the rest (each gets a
+final error event), then close the pool, the upstream pools and the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http.server import ThreadingHTTPServer
+
+from ..cluster import ClusterSettings
+from ..credentials import CredentialCodec, PlainCodec
+from ..errors import MLStreamError
+from ..metrics import Metrics
+from ..predict import Predictor
+from ..registry import Registry
+from ..settings import ServerSettings
+from ..store import SQLiteStore, Store
+from ..streaming.channel import Channel
+from ..streaming.pool import StreamPool
+from ..upstream import UpstreamClient
+from .handler import HTTPRequestHandler
+from .handlers import build_router
+
+log = logging.getLogger(__name__)
+
+# Thread stacks: reader and handler threads mostly wait on sockets, so a small
+# stack lets thousands of concurrent streams fit (the default is 8 MiB of address
+# space each). 512 KiB is ample for our call depth and for json/sqlite.
+THREAD_STACK_BYTES = 512 * 1024
+# After cancelling the streams still open at the drain deadline, how long their
+# handlers get to write the final error event.
+CANCEL_GRACE_SECONDS = 2.0
+
+
+class LiveStreams:
+    """The channels of streams being relayed, so shutdown can wait for or cancel them."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._channels: set[Channel] = set()
+
+    def add(self, channel: Channel) -> None:
+        with self._cond:
+            self._channels.add(channel)
+
+    def discard(self, channel: Channel) -> None:
+        with self._cond:
+            self._channels.discard(channel)
+            if not self._channels:
+                self._cond.notify_all()
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._channels)
+
+    def wait_empty(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._channels, timeout)
+
+    def cancel_all(self, error: MLStreamError) -> int:
+        with self._cond:
+            channels = list(self._channels)
+        for channel in channels:  # outside the lock: cancel shuts sockets down
+            channel.cancel(error)
+        return len(channels)
+
+
+class App:
+    def __init__(self, settings: ServerSettings, *, store: Store | None = None,
+                 codec: CredentialCodec | None = None) -> None:
+        self.settings = settings
+        self.store = store or SQLiteStore(settings.data_dir)
+        self.cluster = ClusterSettings(self.store, settings)
+        self.registry = Registry(self.store, codec or PlainCodec(), lambda: self.cluster.endpoint_policy)
+        self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
+        self.upstream = UpstreamClient()
+        self.metrics = Metrics(self.pool)
+        self.predictor = Predictor(self.registry, self.cluster, self.upstream, self.pool,
+                                   self.metrics, settings)
+        self.live_streams = LiveStreams()
+        self.router = build_router(self)
+
+    def drain(self, timeout: float) -> None:
+        """Let open streams finish for ``timeout`` seconds, then cancel the rest."""
+        if not self.live_streams.wait_empty(timeout):
+            count = self.live_streams.cancel_all(
+                MLStreamError("the server is shutting down", status=503))
+            log.warning("cancelled %d streams still open at the drain deadline", count)
+            self.live_streams.wait_empty(CANCEL_GRACE_SECONDS)
+
+    def close(self) -> None:
+        self.pool.shutdown()
+        self.upstream.close()
+        self.store.close()
+
+
+class MLStreamServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 1024  # listen backlog: bursts of new streams are not refused by TCP
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        super().__init__((app.settings.host, app.settings.port), HTTPRequestHandler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def handle_error(self, request, client_address) -> None:  # type: ignore[override]
+        log.exception("unhandled error on the connection from %s", client_address[0])
+
+
+class Server:
+    """A running mlstream: serve in a background thread, stop gracefully."""
+
+    def __init__(self, settings: ServerSettings, **app_options) -> None:
+        threading.stack_size(THREAD_STACK_BYTES)
+        self.app = App(settings, **app_options)
+        try:
+            self.http = MLStreamServer(self.app)
+        except BaseException:
+            self.app.close()
+            raise
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        return self.http.url
+
+    def start(self) -> "Server":
+        self._thread = threading.Thread(target=self.http.serve_forever, name="mlstream-accept",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, drain_timeout: float | None = None) -> None:
+        """Stop accepting at once, drain open streams, release everything. Safe twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._thread is not None:
+            self.http.shutdown()   # the accept loop ends ...
+        self.http.server_close()   # ... and new connections are refused
+        self.app.drain(self.app.settings.drain_timeout if drain_timeout is None else drain_timeout)
+        self.app.close()
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop(drain_timeout=0)

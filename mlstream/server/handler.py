@@ -1,0 +1,249 @@
+"""HTTP/1.1 plumbing on the stdlib handler: parse, dispatch, write, relay streams.
+
+``BaseHTTPRequestHandler`` speaks HTTP/1.0 unless told otherwise and writes HTML
+errors; here it speaks HTTP/1.1 (keep-alive, chunked) and every error, its own
+protocol errors included, is the JSON body of ``responses.error_reply``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+from .. import __version__
+from ..errors import BadRequest, MLStreamError, PayloadTooLarge
+from ..streaming.channel import Channel
+from ..streaming.events import Delta, Done, Failure, Started
+from . import responses
+from .handlers import Request
+from .responses import Reply
+
+if TYPE_CHECKING:
+    from .app import App, MLStreamServer
+
+log = logging.getLogger(__name__)
+
+# Errors that mean the client went away; a hang-up is routine, logged at debug.
+CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+# Chunk-size lines and trailers of a chunked request body are short; a longer line
+# is a broken or hostile client.
+MAX_CHUNK_LINE = 4096
+# Events already queued are written together (each still its own HTTP chunk), so a
+# fast provider costs one syscall per batch instead of one per token.
+MAX_BATCH_EVENTS = 64
+
+_PROTOCOL_ERROR_TYPES = {
+    400: "illegal_argument_exception", 408: "timeout_exception", 414: "too_long_http_line_exception",
+    431: "too_long_http_header_exception", 501: "method_not_allowed_exception",
+    505: "illegal_argument_exception",
+}
+
+
+class HTTPRequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = f"mlstream/{__version__}"
+    sys_version = ""
+    disable_nagle_algorithm = True  # tokens are small writes; Nagle would delay them
+    server: "MLStreamServer"
+
+    def setup(self) -> None:
+        # One socket timeout bounds both an idle keep-alive wait and a write that a
+        # stalled client never drains.
+        self.timeout = self.server.app.settings.client_stall_timeout
+        super().setup()
+
+    # every method goes through the routing table (which answers 404 / 405)
+    def do_GET(self) -> None: self._dispatch()
+    def do_POST(self) -> None: self._dispatch()
+    def do_PUT(self) -> None: self._dispatch()
+    def do_DELETE(self) -> None: self._dispatch()
+    def do_HEAD(self) -> None: self._dispatch()
+    def do_PATCH(self) -> None: self._dispatch()
+    def do_OPTIONS(self) -> None: self._dispatch()
+
+    def _dispatch(self) -> None:
+        started = time.monotonic()
+        app = self.server.app
+        try:
+            parts = urlsplit(self.path)
+            route, params = app.router.match(self.command, parts.path)
+            request = Request(self.command, parts.path, dict(parse_qsl(parts.query, keep_blank_values=True)),
+                              self._read_json_body(), params, started)
+            if getattr(route.handler, "writes_response", False):
+                route.handler(request, self)
+                return
+            reply = route.handler(request)
+        except CLIENT_GONE:
+            self.close_connection = True
+            log.debug("client %s went away", self.client_address[0])
+            return
+        except Exception as exc:  # noqa: BLE001 - mapped to a status in one place
+            reply = responses.error_reply(exc)
+        self._write_reply(reply)
+
+    # --- request body ----------------------------------------------------------
+
+    def _read_json_body(self) -> Any:
+        raw = self._read_body()
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise BadRequest("request body is not valid UTF-8") from None
+        except RecursionError:
+            raise BadRequest("request body is nested too deeply") from None
+        except ValueError as exc:
+            raise BadRequest(f"Failed to parse request body as JSON: {exc}") from None
+
+    def _read_body(self) -> bytes:
+        limit = self.server.app.settings.max_body_bytes
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._read_chunked(limit)
+        length_text = self.headers.get("Content-Length")
+        if length_text is None:
+            return b""
+        try:
+            length = int(length_text)
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            self.close_connection = True
+            raise BadRequest(f"invalid Content-Length [{length_text}]") from None
+        if length > limit:
+            self.close_connection = True  # the unread body would be taken for the next request
+            raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit of {limit} bytes")
+        return self.rfile.read(length)
+
+    def _read_chunked(self, limit: int) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            line = self.rfile.readline(MAX_CHUNK_LINE + 1)
+            if len(line) > MAX_CHUNK_LINE or not line.endswith(b"\n"):
+                self.close_connection = True
+                raise BadRequest("malformed chunked request body")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                self.close_connection = True
+                raise BadRequest("malformed chunk size in chunked request body") from None
+            if size == 0:
+                break
+            total += size
+            if total > limit:
+                self.close_connection = True
+                raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
+            parts.append(self.rfile.read(size))
+            if self.rfile.read(2) != b"\r\n":
+                self.close_connection = True
+                raise BadRequest("malformed chunked request body")
+        while True:  # trailers, up to the blank line
+            line = self.rfile.readline(MAX_CHUNK_LINE + 1)
+            if line in (b"\r\n", b"\n", b""):
+                break
+            if len(line) > MAX_CHUNK_LINE:
+                self.close_connection = True
+                raise BadRequest("malformed chunked request trailer")
+        return b"".join(parts)
+
+    # --- responses -------------------------------------------------------------
+
+    def _write_reply(self, reply: Reply) -> None:
+        if isinstance(reply.body, str):
+            payload = reply.body.encode("utf-8")
+        else:
+            payload = responses.json_bytes(reply.body, pretty="pretty" in urlsplit(self.path).query)
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+        except CLIENT_GONE:
+            self.close_connection = True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own protocol errors (bad request line, headers too long...) as JSON."""
+        self.close_connection = True
+        reason = message or self.responses.get(code, ("error",))[0]
+        error = MLStreamError(reason, status=code)
+        error.error_type = _PROTOCOL_ERROR_TYPES.get(code, "illegal_argument_exception")
+        if not hasattr(self, "command") or self.command is None:
+            self.command = ""
+        self._write_reply(Reply(code, error.to_body()))
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("%s %s", self.address_string(), format % args)
+
+    # --- streams ---------------------------------------------------------------
+
+    def relay(self, channel: Channel, started: float) -> None:
+        """Drain ``channel`` into a chunked SSE response.
+
+        The status line waits for the provider: its error becomes our HTTP error,
+        its 2xx headers commit a 200. After that, failures are a final error event.
+        """
+        app = self.server.app
+        app.live_streams.add(channel)
+        chunks = 0
+        first_chunk: float | None = None
+        outcome = "client_gone"
+        try:
+            first = channel.get(None)
+            if isinstance(first, Failure):
+                outcome = "refused"
+                self._write_reply(responses.error_reply(first.error))
+                return
+            assert isinstance(first, Started), first
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("X-Accel-Buffering", "no")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            heartbeat = app.settings.heartbeat_interval
+            write = self.wfile.write
+            while True:
+                item = channel.get(heartbeat)
+                if item is None:
+                    write(responses.chunk(responses.HEARTBEAT))
+                    continue
+                batch: list[bytes] = []
+                while item is not None:
+                    if isinstance(item, Delta):
+                        batch.append(responses.chunk(responses.content_event(item.content)))
+                        chunks += 1
+                    elif isinstance(item, Done):
+                        batch.append(responses.chunk(responses.last_event(item.finish_reason, item.usage)))
+                        batch.append(responses.LAST_CHUNK)
+                        outcome = "completed"
+                    elif isinstance(item, Failure):
+                        batch.append(responses.chunk(responses.error_event(item.error)))
+                        batch.append(responses.LAST_CHUNK)
+                        outcome = "failed"
+                    if outcome != "client_gone" or len(batch) >= MAX_BATCH_EVENTS:
+                        break
+                    item = channel.get_nowait()
+                write(b"".join(batch))
+                if first_chunk is None and chunks:
+                    first_chunk = time.monotonic() - started
+                if outcome != "client_gone":
+                    return
+        except CLIENT_GONE:
+            self.close_connection = True
+            log.debug("client %s left mid-stream", self.client_address[0])
+        finally:
+            if outcome == "client_gone":
+                channel.cancel()  # stops the reader and closes the upstream connection
+            app.live_streams.discard(channel)
+            app.metrics.stream_finished(outcome, chunks, first_chunk)

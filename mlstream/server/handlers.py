@@ -1,0 +1,156 @@
+"""The ml-commons REST endpoints: each takes a parsed Request, returns a Reply.
+
+The predict-stream endpoint is the exception: it writes its own chunked SSE
+response through ``HTTPRequestHandler.relay`` and returns None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+from ..errors import BadRequest
+from .responses import Reply
+from .routes import Router
+
+if TYPE_CHECKING:
+    from .app import App
+    from .handler import HTTPRequestHandler
+
+PREFIX = "/_plugins/_ml"
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    params: dict[str, str] = field(default_factory=dict)
+    started: float = 0.0  # time.monotonic() when the request line arrived
+
+    def flag(self, name: str) -> bool:
+        value = self.query.get(name)
+        if value is None:
+            return False
+        if value.lower() in ("", "true"):
+            return True
+        if value.lower() == "false":
+            return False
+        raise BadRequest(f"parameter [{name}] must be true or false, got [{value}]")
+
+
+def build_router(app: "App") -> Router:
+    registry, predictor, cluster = app.registry, app.predictor, app.cluster
+    router = Router()
+
+    def add(method: str, template: str):
+        def register(function):
+            router.add(method, template, function)
+            return function
+        return register
+
+    @add("GET", "/")
+    def root(req: Request) -> Reply:
+        return Reply(200, {"name": "mlstream", "version": {"number": __version__},
+                           "tagline": "ml-commons remote models, streamed"})
+
+    @add("GET", "/healthz")
+    def healthz(req: Request) -> Reply:
+        return Reply(200, {"status": "ok"})
+
+    @add("GET", "/metrics")
+    def metrics(req: Request) -> Reply:
+        return Reply(200, app.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
+
+    # connectors
+    @add("POST", f"{PREFIX}/connectors/_create")
+    def create_connector(req: Request) -> Reply:
+        return Reply(200, {"connector_id": registry.create_connector(_required(req.body))})
+
+    for method in ("POST", "GET"):
+        @add(method, f"{PREFIX}/connectors/_search")
+        def search_connectors(req: Request) -> Reply:
+            return Reply(200, registry.search("connector", req.body))
+
+    @add("GET", f"{PREFIX}/connectors/{{connector_id}}")
+    def get_connector(req: Request) -> Reply:
+        return Reply(200, registry.get_connector(req.params["connector_id"]))
+
+    @add("PUT", f"{PREFIX}/connectors/{{connector_id}}")
+    def update_connector(req: Request) -> Reply:
+        registry.update_connector(req.params["connector_id"], _required(req.body))
+        return Reply(200, _result(req.params["connector_id"], ".plugins-ml-connector", "updated"))
+
+    @add("DELETE", f"{PREFIX}/connectors/{{connector_id}}")
+    def delete_connector(req: Request) -> Reply:
+        registry.delete_connector(req.params["connector_id"])
+        return Reply(200, _result(req.params["connector_id"], ".plugins-ml-connector", "deleted"))
+
+    # models
+    @add("POST", f"{PREFIX}/models/_register")
+    def register_model(req: Request) -> Reply:
+        return Reply(200, registry.register_model(_required(req.body), deploy=req.flag("deploy")))
+
+    for method in ("POST", "GET"):
+        @add(method, f"{PREFIX}/models/_search")
+        def search_models(req: Request) -> Reply:
+            return Reply(200, registry.search("model", req.body))
+
+    @add("GET", f"{PREFIX}/models/{{model_id}}")
+    def get_model(req: Request) -> Reply:
+        return Reply(200, registry.get_model(req.params["model_id"]))
+
+    @add("DELETE", f"{PREFIX}/models/{{model_id}}")
+    def delete_model(req: Request) -> Reply:
+        registry.delete_model(req.params["model_id"])
+        return Reply(200, _result(req.params["model_id"], ".plugins-ml-model", "deleted"))
+
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_deploy")
+    def deploy_model(req: Request) -> Reply:
+        return Reply(200, registry.deploy_model(req.params["model_id"]))
+
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_undeploy")
+    def undeploy_model(req: Request) -> Reply:
+        return Reply(200, registry.undeploy_model(req.params["model_id"]))
+
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_predict")
+    def predict(req: Request) -> Reply:
+        return Reply(200, predictor.predict(req.params["model_id"], _required(req.body)))
+
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_predict/stream")
+    def predict_stream(req: Request, http: "HTTPRequestHandler") -> None:
+        channel = predictor.open_stream(req.params["model_id"], _required(req.body))
+        http.relay(channel, req.started)
+
+    predict_stream.writes_response = True  # type: ignore[attr-defined]
+
+    # tasks
+    @add("GET", f"{PREFIX}/tasks/{{task_id}}")
+    def get_task(req: Request) -> Reply:
+        return Reply(200, registry.get_task(req.params["task_id"]))
+
+    # cluster settings
+    @add("GET", "/_cluster/settings")
+    def get_settings(req: Request) -> Reply:
+        return Reply(200, cluster.to_body(include_defaults=req.flag("include_defaults"),
+                                          flat=req.flag("flat_settings")))
+
+    @add("PUT", "/_cluster/settings")
+    def put_settings(req: Request) -> Reply:
+        return Reply(200, cluster.update(_required(req.body)))
+
+    return router
+
+
+def _required(body: Any) -> Any:
+    if body is None:
+        raise BadRequest("request body is required")
+    return body
+
+
+def _result(doc_id: str, index: str, result: str) -> dict[str, Any]:
+    """OpenSearch's document write response (what ml-commons returns for update/delete)."""
+    return {"_index": index, "_id": doc_id, "_version": 1, "result": result,
+            "_shards": {"total": 1, "successful": 1, "failed": 0}, "_seq_no": 0, "_primary_term": 1}

@@ -1,0 +1,187 @@
+"""Durable state: connectors, models, tasks and cluster settings.
+
+``Store`` is the interface a second backend (PostgreSQL is planned) implements;
+``SQLiteStore`` is the embedded default. The store holds JSON documents and an
+opaque ``secret`` string per record: credentials are sealed by
+``mlstream.credentials`` before they get here, so no backend ever sees them in
+the clear.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import MLStreamError
+
+log = logging.getLogger(__name__)
+
+KINDS = ("connector", "model", "task")
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    id: str
+    doc: dict[str, Any]
+    secret: str | None = None
+
+
+class StoreError(MLStreamError):
+    """The store could not be read or written (disk full, locked, corrupt)."""
+
+
+class Store(ABC):
+    """Records by kind and id, plus the persistent cluster settings."""
+
+    @abstractmethod
+    def get(self, kind: str, record_id: str) -> Record | None: ...
+
+    @abstractmethod
+    def scan(self, kind: str) -> list[Record]:
+        """Every record of ``kind``, oldest first."""
+
+    @abstractmethod
+    def put(self, kind: str, record: Record) -> None:
+        """Insert ``record`` or replace the one with its id."""
+
+    @abstractmethod
+    def delete(self, kind: str, record_id: str) -> bool:
+        """Remove a record; False when there was none."""
+
+    @abstractmethod
+    def transaction(self) -> Any:
+        """A context manager: everything inside commits together or not at all.
+
+        Checks made inside (e.g. "no model uses this connector") hold until it ends.
+        Nested use joins the outer transaction.
+        """
+
+    @abstractmethod
+    def get_settings(self) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def put_settings(self, values: dict[str, Any]) -> None:
+        """Set each key; a value of None removes it (back to the default)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class SQLiteStore(Store):
+    """SQLite in WAL mode: readers never block the writer, state survives restarts.
+
+    One connection serialised by a lock: writes are rare (admin calls) and reads on
+    the predict path are served from the caller's cache, so a connection pool would
+    buy nothing but complexity.
+    """
+
+    FILENAME = "mlstream.db"
+
+    def __init__(self, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.path = data_dir / self.FILENAME
+        self._lock = threading.RLock()
+        self._depth = 0
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False,
+                                       isolation_level=None, timeout=10.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            for kind in KINDS:
+                self._db.execute(
+                    f"CREATE TABLE IF NOT EXISTS {kind} ("
+                    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                    " id TEXT NOT NULL UNIQUE, doc TEXT NOT NULL, secret TEXT)")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            outermost = self._depth == 0
+            if outermost:
+                self._execute("BEGIN IMMEDIATE")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outermost:
+                    self._execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if outermost:
+                self._execute("COMMIT")
+
+    def get(self, kind: str, record_id: str) -> Record | None:
+        row = self._query_one(f"SELECT id, doc, secret FROM {_table(kind)} WHERE id = ?", (record_id,))
+        return _record(row) if row else None
+
+    def scan(self, kind: str) -> list[Record]:
+        with self._lock:
+            rows = self._execute(f"SELECT id, doc, secret FROM {_table(kind)} ORDER BY seq").fetchall()
+        return [_record(row) for row in rows]
+
+    def put(self, kind: str, record: Record) -> None:
+        self._write(
+            f"INSERT INTO {_table(kind)} (id, doc, secret) VALUES (?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET doc = excluded.doc, secret = excluded.secret",
+            (record.id, json.dumps(record.doc), record.secret))
+
+    def delete(self, kind: str, record_id: str) -> bool:
+        return self._write(f"DELETE FROM {_table(kind)} WHERE id = ?", (record_id,)) > 0
+
+    def get_settings(self) -> dict[str, Any]:
+        with self._lock:
+            rows = self._execute("SELECT key, value FROM settings").fetchall()
+        return {key: json.loads(value) for key, value in rows}
+
+    def put_settings(self, values: dict[str, Any]) -> None:
+        with self.transaction():
+            for key, value in values.items():
+                if value is None:
+                    self._execute("DELETE FROM settings WHERE key = ?", (key,))
+                else:
+                    self._execute(
+                        "INSERT INTO settings (key, value) VALUES (?, ?) "
+                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (key, json.dumps(value)))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- helpers ---------------------------------------------------------------
+
+    def _write(self, sql: str, params: tuple) -> int:
+        with self.transaction():
+            return self._execute(sql, params).rowcount
+
+    def _query_one(self, sql: str, params: tuple) -> tuple | None:
+        with self._lock:
+            return self._execute(sql, params).fetchone()
+
+    def _execute(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StoreError(f"store operation failed: {exc}") from exc
+
+
+def _table(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"unknown record kind {kind!r}")
+    return kind
+
+
+def _record(row: tuple) -> Record:
+    return Record(id=row[0], doc=json.loads(row[1]), secret=row[2])

@@ -1,0 +1,41 @@
+"""The values a provider reader puts on a stream's channel.
+
+Errors travel as values (``Failure``), never as exceptions across threads: the
+handler decides whether a failure becomes an HTTP status (nothing sent yet) or a
+final ``{"error": ...}`` event (the stream is committed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import MLStreamError
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The provider answered with 2xx headers: the stream can be committed (200)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """One piece of the answer: text, or a complete tool call."""
+
+    content: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The provider's end marker arrived; the answer is complete."""
+
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    error: MLStreamError
+
+
+StreamItem = Started | Delta | Done | Failure

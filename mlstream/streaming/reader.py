@@ -1,0 +1,91 @@
+"""The provider reader: runs on a pool worker, turns one upstream stream into items.
+
+    send() -> headers ---non-2xx---> Failure(provider's error)       -> handler: HTTP status
+                     \---2xx------> Started, then decoded Delta..., Done | Failure
+    read timeout / broken connection -> Failure                       -> handler: status or final event
+    channel cancelled (client gone)  -> stop quietly, close the upstream connection
+
+Every path ends with exactly one terminal item on the channel (unless the channel
+was cancelled, in which case nobody is listening), so the handler never hangs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import urllib3
+
+from ..errors import MLStreamError, ProtocolError, UpstreamError
+from ..providers.base import StreamDecoder
+from ..upstream import translate_error
+from .channel import Channel
+from .events import Done, Failure, Started
+
+log = logging.getLogger(__name__)
+
+# Bytes asked of the upstream socket per read; read1 returns what has arrived, so
+# this only caps a burst, it never waits to fill.
+READ_SIZE = 64 * 1024
+
+
+def read_stream(channel: Channel, send: Callable[[], urllib3.BaseHTTPResponse],
+                on_error_response: Callable[[urllib3.BaseHTTPResponse], MLStreamError],
+                decoder: StreamDecoder, url: str, stall_timeout: float) -> None:
+    """Relay one upstream stream into ``channel``; returns when it is over."""
+    if channel.cancelled:  # the client left while this job waited in the backlog
+        return
+    try:
+        response = send()
+    except MLStreamError as error:
+        channel.put(Failure(error), stall_timeout)
+        return
+    completed = False
+    try:
+        if not channel.attach_upstream(response):
+            return
+        if response.status >= 300:
+            channel.put(Failure(on_error_response(response)), stall_timeout)
+            return
+        if not _put(channel, Started(), stall_timeout):
+            return
+        while True:
+            data = response.read1(READ_SIZE)
+            items = decoder.feed(data) if data else decoder.finish()
+            for item in items:
+                if not _put(channel, item, stall_timeout):
+                    return
+                if isinstance(item, (Done, Failure)):
+                    completed = isinstance(item, Done)
+                    return
+            if not data:
+                return
+    except ProtocolError as error:
+        channel.put(Failure(UpstreamError(f"the provider's stream is malformed: {error.reason}")), stall_timeout)
+    except Exception as exc:  # noqa: BLE001 - translated at this boundary
+        if not channel.cancelled:
+            channel.put(Failure(translate_error(exc, url)), stall_timeout)
+    finally:
+        channel.detach_upstream()
+        _finish(response, reusable=completed and not channel.cancelled)
+
+
+def _put(channel: Channel, item: object, stall_timeout: float) -> bool:
+    if channel.put(item, stall_timeout):  # type: ignore[arg-type]
+        return True
+    if not channel.cancelled:
+        # Still full after the stall timeout: the client stopped reading.
+        log.info("client stopped reading for %.0f s; cancelling the stream", stall_timeout)
+        channel.cancel()
+    return False
+
+
+def _finish(response: urllib3.BaseHTTPResponse, *, reusable: bool) -> None:
+    """Give the connection back to the pool if the body was read cleanly, else close it."""
+    try:
+        if reusable:
+            response.drain_conn()  # the terminating chunk after [DONE]
+        else:
+            response.close()
+    finally:
+        response.release_conn()

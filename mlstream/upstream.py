@@ -1,0 +1,158 @@
+"""The one HTTP client for every provider call: pooled urllib3 connections.
+
+Foreign errors are translated here, at the boundary, into ``UpstreamError`` /
+``UpstreamTimeout`` naming only the host (a URL's path or query may carry a key).
+Redirects are never followed and urllib3 never retries on its own: retrying is
+a decision of the caller, which knows whether anything was sent downstream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Iterable
+from urllib.parse import urlsplit
+
+import urllib3
+from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NewConnectionError,
+                                ProtocolError, ReadTimeoutError, SSLError)
+
+from .connectors import ClientConfig, UpstreamRequest
+from .errors import UpstreamError, UpstreamTimeout
+
+log = logging.getLogger(__name__)
+
+# A non-streaming answer is read whole into memory; past this size the provider is
+# misbehaving (chat answers are kilobytes).
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+# The most of an error body we read to find the provider's message.
+MAX_ERROR_BODY_BYTES = 64 * 1024
+
+
+class UpstreamClient:
+    """Connection pools keyed by each connector's ``max_connection``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._managers: dict[int, urllib3.PoolManager] = {}
+
+    def send(self, request: UpstreamRequest, config: ClientConfig, *,
+             stream: bool) -> urllib3.BaseHTTPResponse:
+        """Send ``request``; the response body is left unread when ``stream``."""
+        timeout = urllib3.Timeout(connect=config.connection_timeout, read=config.read_timeout)
+        try:
+            return self._manager(config.max_connection).request(
+                request.method, request.url, body=request.body, headers=request.headers,
+                timeout=timeout, retries=False, redirect=False, preload_content=False,
+                decode_content=True)
+        except Exception as exc:
+            raise translate_error(exc, request.url) from exc
+
+    def read_body(self, response: urllib3.BaseHTTPResponse, url: str,
+                  limit: int = MAX_RESPONSE_BYTES) -> bytes:
+        """Read a whole (bounded) body and give the connection back to the pool."""
+        try:
+            body = response.read(limit + 1)
+            if len(body) > limit:
+                response.close()
+                raise UpstreamError(f"the provider's answer is larger than {limit} bytes")
+            return body
+        except UpstreamError:
+            raise
+        except Exception as exc:
+            response.close()
+            raise translate_error(exc, url) from exc
+        finally:
+            response.release_conn()
+
+    def close(self) -> None:
+        with self._lock:
+            managers, self._managers = list(self._managers.values()), {}
+        for manager in managers:
+            manager.clear()
+
+    def _manager(self, max_connection: int) -> urllib3.PoolManager:
+        with self._lock:
+            manager = self._managers.get(max_connection)
+            if manager is None:
+                # block=False: a burst past max_connection opens extra connections
+                # rather than waiting; they are closed instead of pooled afterwards.
+                manager = urllib3.PoolManager(num_pools=64, maxsize=max_connection, block=False)
+                self._managers[max_connection] = manager
+            return manager
+
+
+def translate_error(exc: BaseException, url: str) -> UpstreamError:
+    """A urllib3/socket error as an UpstreamError naming only the host."""
+    host = _host(url)
+    if isinstance(exc, UpstreamError):
+        return exc
+    if isinstance(exc, ConnectTimeoutError):
+        return UpstreamTimeout(f"timed out connecting to the provider at {host}")
+    if isinstance(exc, (ReadTimeoutError, TimeoutError)):
+        return UpstreamTimeout(f"the provider at {host} sent nothing within the read timeout")
+    if isinstance(exc, NewConnectionError):
+        return UpstreamError(f"could not connect to the provider at {host}: {_cause(exc)}")
+    if isinstance(exc, SSLError):
+        return UpstreamError(f"TLS handshake with the provider at {host} failed")
+    if isinstance(exc, (ProtocolError, OSError)):
+        return UpstreamError(f"the connection to the provider at {host} broke: {_cause(exc)}")
+    if isinstance(exc, HTTPError):
+        return UpstreamError(f"the call to the provider at {host} failed: {type(exc).__name__}")
+    return UpstreamError(f"the call to the provider at {host} failed")
+
+
+def error_from_response(status: int, body: bytes, url: str, secrets: Iterable[str],
+                        headers: Any = None) -> UpstreamError:
+    """The provider's error answer as our error: its 4xx passed on, else 502."""
+    message = redact(provider_message(body), secrets)
+    reason = f"Error from remote service ({_host(url)}): status {status}"
+    if message:
+        reason += f": {message}"
+    passed: dict[str, str] = {}
+    if status == 429 and headers is not None and headers.get("Retry-After"):
+        passed["Retry-After"] = headers.get("Retry-After")
+    error = UpstreamError(reason, upstream_status=status, headers=passed)
+    if status == 429 and "Retry-After" not in error.headers:
+        error.headers["Retry-After"] = "1"
+    return error
+
+
+def provider_message(body: bytes) -> str:
+    """The human message of an error body (OpenAI, Bedrock or plain text)."""
+    text = body[:MAX_ERROR_BODY_BYTES].decode("utf-8", errors="replace").strip()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text[:500]
+    if isinstance(doc, dict):
+        error = doc.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"]
+        for key in ("message", "Message", "error"):
+            if isinstance(doc.get(key), str):
+                return doc[key]
+    return text[:500]
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """Replace every secret (and any run of its first 8 characters) with ***."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+            if len(secret) >= 12:
+                text = text.replace(secret[:8], "***")
+    return text
+
+
+def _host(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.netloc.rpartition("@")[2] or "?"
+
+
+def _cause(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) or exc.__cause__ or exc
+    text = str(reason)
+    # urllib3 prefixes its own object repr ("<HTTPConnection object at 0x..>: ...").
+    return text.split(": ", 1)[-1] if text.startswith("<") else text
