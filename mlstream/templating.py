@@ -1,0 +1,200 @@
+"""Connector templates: fill ``${parameters.NAME}`` / ``${credential.KEY}`` placeholders.
+
+The ``url``, the ``headers`` values and the ``request_body`` of a connector
+action are templates in ml-commons' syntax:
+
+    ${parameters.NAME}             the value; a str as is, anything else as compact JSON
+    ${parameters.NAME.toString()}  the value escaped for use inside a JSON string literal
+    ${parameters.NAME:-DEFAULT}    DEFAULT (as text) when NAME is absent or None
+    "${parameters.NAME:-null}"     with its quotes: bare null when NAME is absent or None
+    ${credential.KEY}              a credential value, same forms as above
+
+A template is compiled once (cached) into literal and placeholder parts, so
+rendering is one pass over the parts and a join. Placeholders are found in the
+template only: a parameter *value* that itself contains ``${parameters.x}`` is
+inserted verbatim, never expanded or reported as unfilled.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mlstream.errors import TemplateError
+
+__all__ = ["render", "render_json_body", "placeholders"]
+
+# The non-greedy name lets ".toString()" be taken as a suffix rather than as
+# part of the name; DEFAULT runs to the first "}" (ml-commons has no nesting).
+_PLACEHOLDER = re.compile(
+    r"\$\{(?P<kind>parameters|credential)\."
+    r"(?P<name>[A-Za-z0-9_.\-]+?)"
+    r"(?P<to_string>\.toString\(\))?"
+    r"(?::-(?P<default>[^}]*))?"
+    r"\}"
+)
+# Starts like a placeholder and closes on the same line, but is not one (for
+# example a space in the name). Failing loudly beats sending the literal text
+# upstream. Quotes, braces and "$" stop the scan so that an unclosed "${" is
+# never paired with a brace from later JSON structure.
+_MALFORMED = re.compile(r"\$\{(?:parameters|credential)\.[^{}\"\n$]*\}")
+_START = re.compile(r"\$\{(?:parameters|credential)\.")
+
+# Compiled templates kept; connectors are few, so this holds every live
+# template and bounds memory if templates arrive inline per request.
+_CACHE_SIZE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Placeholder:
+    kind: str               # "parameters" | "credential"
+    name: str
+    to_string: bool
+    default: str | None
+    quoted_null: bool       # the '"${...:-null}"' form: the quotes are part of it
+
+
+@dataclass(frozen=True, slots=True)
+class _Malformed:
+    text: str
+
+
+_Part = str | _Placeholder | _Malformed
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _compile(template: str) -> tuple[_Part, ...]:
+    parts: list[_Part] = []
+    pos = 0         # start of the literal text not yet emitted
+    for start_match in _START.finditer(template):
+        start = start_match.start()
+        if start < pos:
+            continue    # inside a placeholder already taken
+        m = _PLACEHOLDER.match(template, start)
+        if m is None:
+            bad = _MALFORMED.match(template, start)
+            if bad is None:
+                continue    # never closes: stays literal text
+            parts.append(template[pos:start])
+            parts.append(_Malformed(bad.group()))
+            pos = bad.end()
+            continue
+        end = m.end()
+        default = m.group("default")
+        quoted_null = (
+            default == "null" and start - 1 >= pos
+            and template[start - 1:start] == '"' and template[end:end + 1] == '"'
+        )
+        if quoted_null:
+            parts.append(template[pos:start - 1])
+            end += 1
+        else:
+            parts.append(template[pos:start])
+        parts.append(_Placeholder(m.group("kind"), m.group("name"),
+                                  m.group("to_string") is not None, default, quoted_null))
+        pos = end
+    parts.append(template[pos:])
+    return tuple(p for p in parts if p != "")
+
+
+def _as_text(value: Any, part: _Placeholder) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        # allow_nan=False: NaN/Infinity are not JSON and would be sent as-is.
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TemplateError(f"Value of {part.kind}.{part.name} is not JSON") from exc
+
+
+def _escape(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def render(template: str, parameters: Mapping[str, Any], credential: Mapping[str, str],
+           *, where: str) -> str:
+    """Fill every placeholder of ``template``.
+
+    ``where`` ("url", "payload", "header Authorization", ...) only names the
+    template in error reasons. Raises ``TemplateError`` naming every placeholder
+    that could not be filled (sorted, comma-separated), or the first malformed
+    one; a reason never contains a credential value.
+    """
+    parts = _compile(template)
+    out: list[str] = []
+    missing_params: set[str] = set()
+    missing_creds: set[str] = set()
+    for part in parts:
+        if type(part) is str:
+            out.append(part)
+            continue
+        if type(part) is _Malformed:
+            raise TemplateError(f"Malformed placeholder in {where}: {part.text}")
+        source = parameters if part.kind == "parameters" else credential
+        value = source.get(part.name)
+        if value is None and part.default is not None:
+            # A None value counts as absent for the default, as in ml-commons
+            # (its parameter map holds null for "not given").
+            out.append("null" if part.quoted_null else part.default)
+            continue
+        if value is None and part.name not in source:
+            (missing_params if part.kind == "parameters" else missing_creds).add(part.name)
+            continue
+        text = _as_text(value, part)
+        if part.to_string:
+            text = _escape(text)
+        out.append(f'"{text}"' if part.quoted_null else text)
+    if missing_params or missing_creds:
+        reasons = []
+        if missing_params:
+            reasons.append(f"Some parameter placeholder not filled in {where}: "
+                           + ", ".join(sorted(missing_params)))
+        if missing_creds:
+            reasons.append(f"Some credential placeholder not filled in {where}: "
+                           + ", ".join(sorted(missing_creds)))
+        raise TemplateError("; ".join(reasons))
+    return "".join(out)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def render_json_body(template: str, parameters: Mapping[str, Any],
+                     credential: Mapping[str, str]) -> str:
+    """``render(where="payload")``, then check the result is strict JSON.
+
+    NaN / Infinity are refused. The error reason gives only the JSON parser's
+    message and position, never the rendered body (it may hold credentials).
+    """
+    body = render(template, parameters, credential, where="payload")
+    # "from None": the JSONDecodeError holds the whole body (its .doc), which
+    # may hold credentials, so it must not travel on as the cause.
+    try:
+        json.loads(body, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise TemplateError(
+            f"Invalid JSON in payload: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except ValueError as exc:
+        raise TemplateError(f"Invalid JSON in payload: {exc}") from None
+    return body
+
+
+def placeholders(template: str) -> list[tuple[str, str]]:
+    """The ``(kind, name)`` of each placeholder in order of appearance, repeats kept.
+
+    ``kind`` is ``"parameters"`` or ``"credential"``. For validation when a
+    connector is created: raises ``TemplateError`` on a malformed placeholder.
+    """
+    result: list[tuple[str, str]] = []
+    for part in _compile(template):
+        if type(part) is _Malformed:
+            raise TemplateError(f"Malformed placeholder: {part.text}")
+        if type(part) is _Placeholder:
+            result.append((part.kind, part.name))
+    return result
