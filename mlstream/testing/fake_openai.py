@@ -1,0 +1,1041 @@
+"""A fake OpenAI provider on loopback, for tests, benchmarks and ``mlstream demo``.
+
+It is a real HTTP/1.1 server (stdlib only) that speaks OpenAI's wire format byte
+for byte, and whose behaviour each request chooses: how many chunks, how fast,
+whether it fails, and how. It records what it saw and what it managed to write
+(:class:`FakeStats`), so tests of backpressure and cancellation can wait for a
+counter instead of sleeping.
+
+Usage::
+
+    with FakeOpenAI() as fake:
+        ...  # point a connector at f"{fake.url}/v1/chat/completions"
+        # with "Authorization: Bearer {fake.api_key}" and
+        # "model": Scenario(chunks=5, delay_ms=10).to_model()
+        assert fake.stats.wait_for(lambda s: s.streams_completed == 1)
+
+Classes::
+
+    socketserver.TCPServer
+     +-- http.server.HTTPServer
+          +-- http.server.ThreadingHTTPServer
+               +-- _Server                 one thread per connection, knows its FakeOpenAI
+    http.server.BaseHTTPRequestHandler
+     +-- _Handler                          HTTP/1.1 keep-alive, one request at a time
+
+    FakeOpenAI   owns a _Server, its serving thread and a FakeStats
+    Scenario     the per-request knobs (frozen, hashable: the cache key)
+    _Encoded     every byte a scenario sends, framed once and cached
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (legacy text
+completions), ``GET /v1/models``. Everything needs ``Authorization: Bearer <api_key>``.
+
+Knobs (a request header, or a query string after ``?`` in the model name; headers win):
+
+====================  =======================  ===========================================
+model-name form       header                   meaning (default)
+====================  =======================  ===========================================
+``chunks=N``          X-Fake-Chunks            number of content chunks (one per word of text)
+``text=...``          X-Fake-Text              answer text, percent-encoded UTF-8 in the
+                                               header; query-string decoding (``+`` is a
+                                               space) in the model name (:data:`DEFAULT_TEXT`)
+``delay_ms=N``        X-Fake-Delay-Ms          pause between content chunks (0)
+``first_delay_ms=N``  X-Fake-First-Delay-Ms    pause before the response headers (0)
+``status=N``          X-Fake-Status            answer with this 4xx/5xx and OpenAI's error JSON
+``retry_after=N``     X-Fake-Retry-After       ``Retry-After`` of a ``status=429`` answer (1)
+``cut_after=N``       X-Fake-Cut-After         after N content chunks close the connection
+                                               (no finish chunk, no [DONE], no last chunk)
+``error_after=N``     X-Fake-Error-After       after N content chunks send an error event,
+                                               then end the body properly (no [DONE])
+``chunk_bytes=N``     X-Fake-Chunk-Bytes       every content chunk is exactly N ASCII
+                                               characters of filler (benchmarks)
+====================  =======================  ===========================================
+
+What the content chunks are is :func:`fake_tokens`; ``"".join(fake_tokens(s))`` is
+the full answer, streamed or not.
+
+Performance: a gateway benchmarked against this fake must not be measuring the
+fake. Every byte a scenario sends (JSON, SSE framing and HTTP chunk framing) is
+encoded once and cached (:func:`_encode`); streaming is then a loop of
+``sendall`` calls with no JSON work. Run the fake in its own process
+(``python -m mlstream.testing.fake_openai``) when the benchmark must not share
+the GIL with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http
+import ipaddress
+import json
+import logging
+import math
+import re
+import secrets
+import select
+import signal
+import socket
+import socketserver
+import string
+import sys
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, fields
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Mapping
+
+__all__ = [
+    "DEFAULT_API_KEY",
+    "DEFAULT_MODEL",
+    "DEFAULT_TEXT",
+    "KNOBS",
+    "MID_STREAM_ERROR_MESSAGE",
+    "FakeOpenAI",
+    "FakeStats",
+    "RecordedRequest",
+    "Scenario",
+    "ScenarioError",
+    "fake_tokens",
+    "parse_scenario",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_API_KEY = "sk-fake-test-key"
+DEFAULT_MODEL = "gpt-fake"
+DEFAULT_TEXT = (
+    "Hamlet, the Prince of Denmark, returns home to find his father dead and his "
+    "mother married to his uncle Claudius; urged by his father's ghost to seek "
+    "revenge, he feigns madness, stages a play, and hesitates until tragedy "
+    "consumes the whole court."
+)
+MID_STREAM_ERROR_MESSAGE = "fake mid-stream failure"
+
+# A chat request is a few kilobytes; 16 MiB leaves room for long prompts while
+# keeping a runaway client from making the fake buffer without bound.
+MAX_BODY_BYTES = 16 * 1024 * 1024
+# Chunk-size lines and trailers are tiny; anything longer is a broken client.
+_MAX_LINE = 8 * 1024
+_MAX_TRAILERS = 64
+# How many distinct scenarios keep their pre-encoded bytes. Benchmarks use a
+# handful; tests use a few dozen.
+_CACHE_SCENARIOS = 256
+# serve_forever's poll interval is how long stop() waits for the accept loop;
+# the stdlib default (0.5 s) would slow every test's teardown.
+_POLL_INTERVAL = 0.05
+# stop() waits this long for handler threads to notice their sockets closed.
+_STOP_GRACE_SECONDS = 5.0
+
+_FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit "
+_WORDS = re.compile(r"\s*\S+")
+_DIGITS = re.compile(r"[0-9]+")
+_HEX = re.compile(rb"[0-9A-Fa-f]+")
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+
+# --------------------------------------------------------------------------- scenario
+
+
+class ScenarioError(ValueError):
+    """A knob is unknown or out of range; the fake answers 400."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """How the fake answers one request. Frozen and hashable: it keys the byte cache.
+
+    ``None`` means "not set". See the module docstring for each knob.
+    """
+
+    chunks: int | None = None
+    text: str | None = None
+    delay_ms: int = 0
+    first_delay_ms: int = 0
+    status: int | None = None
+    retry_after: int = 1
+    cut_after: int | None = None
+    error_after: int | None = None
+    chunk_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name == "text":
+                continue
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ScenarioError(f"fake knob {f.name} must be a non-negative integer, got {value!r}")
+        if self.text is not None and not isinstance(self.text, str):
+            raise ScenarioError(f"fake knob text must be a string, got {self.text!r}")
+        if self.status is not None and not 400 <= self.status <= 599:
+            raise ScenarioError(f"fake knob status must be a 4xx or 5xx code, got {self.status}")
+        if self.chunk_bytes is not None:
+            if self.chunk_bytes < 1:
+                raise ScenarioError("fake knob chunk_bytes must be at least 1")
+            if self.text is not None:
+                raise ScenarioError("fake knobs text and chunk_bytes cannot be combined")
+
+    def to_model(self, base: str = DEFAULT_MODEL) -> str:
+        """The model name that asks for this scenario, e.g. ``gpt-fake?chunks=5&delay_ms=10``."""
+        query = urllib.parse.urlencode(_non_defaults(self))
+        return f"{base}?{query}" if query else base
+
+    def to_headers(self) -> dict[str, str]:
+        """The ``X-Fake-*`` request headers that ask for this scenario."""
+        headers = {}
+        for name, value in _non_defaults(self).items():
+            text = urllib.parse.quote(value, safe="") if name == "text" else str(value)
+            headers[_header_name(name)] = text
+        return headers
+
+
+KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
+_HEADER_KNOBS = {"x-fake-" + name.replace("_", "-"): name for name in KNOBS}
+
+
+def _header_name(knob: str) -> str:
+    return "X-Fake-" + "-".join(part.capitalize() for part in knob.split("_"))
+
+
+def _non_defaults(scenario: Scenario) -> dict[str, Any]:
+    default = Scenario()
+    return {f.name: getattr(scenario, f.name) for f in fields(scenario)
+            if getattr(scenario, f.name) != getattr(default, f.name)}
+
+
+def parse_scenario(model: str | None, headers: Mapping[str, str]) -> Scenario:
+    """The scenario a request asks for: knobs from the model name, then headers over them.
+
+    ``model`` is ``base`` or ``base?knob=value&...``; a model without ``?`` uses
+    defaults. ``headers`` may use any case. Unknown knobs are a ``ScenarioError``
+    so that a typo fails loudly instead of testing the default.
+    """
+    raw: dict[str, str] = {}
+    if model and "?" in model:
+        query = model.split("?", 1)[1]
+        for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
+            if name not in KNOBS:
+                raise ScenarioError(f"unknown fake knob {name!r} in the model name")
+            raw[name] = value
+    for name, value in headers.items():
+        lowered = name.lower()
+        if not lowered.startswith("x-fake-"):
+            continue
+        knob = _HEADER_KNOBS.get(lowered)
+        if knob is None:
+            raise ScenarioError(f"unknown fake header {name}")
+        if knob == "text":
+            # http.server decodes header bytes as latin-1; undo that before
+            # percent-decoding in case a client sent raw UTF-8 anyway.
+            value = value.encode("latin-1", "replace").decode("utf-8", "replace")
+            raw[knob] = urllib.parse.unquote(value)
+        else:
+            raw[knob] = value.strip()
+    values: dict[str, Any] = {}
+    for name, value in raw.items():
+        if name == "text":
+            values[name] = value
+        elif _DIGITS.fullmatch(value):
+            values[name] = int(value)
+        else:
+            raise ScenarioError(f"fake knob {name} must be a non-negative integer, got {value!r}")
+    return Scenario(**values)
+
+
+def fake_tokens(scenario: Scenario) -> list[str]:
+    """The content chunks a scenario sends, in order; their concatenation is the answer.
+
+    - ``chunk_bytes=B``: ``chunks`` tokens (default: one per word of
+      :data:`DEFAULT_TEXT`), token *i* being exactly B ASCII characters:
+      ``f"c{i} "`` followed by lorem-ipsum filler, cut to B.
+    - ``chunks=N`` without ``text``: ``["w0", " w1", " w2", ...]`` (N tokens, the
+      answer is ``"w0 w1 ... w{N-1}"``).
+    - ``chunks=N`` with ``text``: the text cut into N pieces of near-equal length
+      (the first ``len % N`` pieces one character longer; pieces are empty when
+      N exceeds the length).
+    - otherwise one token per word of the text (default :data:`DEFAULT_TEXT`),
+      OpenAI-style: each word carries the whitespace before it, the last also
+      any trailing whitespace.
+    """
+    return list(_tokens(scenario))
+
+
+@functools.lru_cache(maxsize=_CACHE_SCENARIOS)
+def _tokens(scenario: Scenario) -> tuple[str, ...]:
+    n = scenario.chunks
+    if scenario.chunk_bytes is not None:
+        size = scenario.chunk_bytes
+        count = n if n is not None else len(_words(DEFAULT_TEXT))
+        filler = _FILLER * (size // len(_FILLER) + 1)
+        return tuple((f"c{i} " + filler)[:size] for i in range(count))
+    if n is not None and scenario.text is None:
+        return tuple(f"w{i}" if i == 0 else f" w{i}" for i in range(n))
+    text = DEFAULT_TEXT if scenario.text is None else scenario.text
+    if n is None:
+        return _words(text)
+    if n == 0:
+        return ()
+    base, extra = divmod(len(text), n)
+    pieces, start = [], 0
+    for i in range(n):
+        end = start + base + (1 if i < extra else 0)
+        pieces.append(text[start:end])
+        start = end
+    return tuple(pieces)
+
+
+def _words(text: str) -> tuple[str, ...]:
+    words = _WORDS.findall(text)
+    tail = text[sum(map(len, words)):]
+    if tail:  # trailing whitespace, or a text that is only whitespace
+        if words:
+            words[-1] += tail
+        else:
+            words = [tail]
+    return tuple(words)
+
+
+def _stopping_point(scenario: Scenario, count: int) -> tuple[int, str]:
+    """How many content chunks go out, and how the response then ends.
+
+    ``"done"``: finish chunk and [DONE]; ``"cut"``: connection closed;
+    ``"error"``: error event. When both ``cut_after`` and ``error_after`` are
+    set the smaller wins, ``cut_after`` on a tie.
+    """
+    plans = [(count, 2, "done")]
+    if scenario.cut_after is not None:
+        plans.append((min(scenario.cut_after, count), 0, "cut"))
+    if scenario.error_after is not None:
+        plans.append((min(scenario.error_after, count), 1, "error"))
+    sent, _, ending = min(plans)
+    return sent, ending
+
+
+# --------------------------------------------------------------------------- wire format
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _http_chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _sse(payload: bytes) -> bytes:
+    """One SSE event framed as one HTTP chunk."""
+    return _http_chunk(b"data: " + payload + b"\n\n")
+
+
+_LAST_CHUNK = b"0\r\n\r\n"
+_KEEP_ALIVE = _http_chunk(b": keep-alive\n\n")
+_DONE = _sse(b"[DONE]")
+# Exactly the bytes the brief names, spaces included (json.dumps' default separators).
+_MID_STREAM_ERROR = _sse(json.dumps(
+    {"error": {"message": MID_STREAM_ERROR_MESSAGE, "type": "server_error"}}).encode())
+_STREAM_HEADERS = (
+    b"HTTP/1.1 200 OK\r\n"
+    b"Content-Type: text/event-stream; charset=utf-8\r\n"
+    b"Transfer-Encoding: chunked\r\n"
+    b"Cache-Control: no-cache\r\n"
+    b"X-Accel-Buffering: no\r\n"
+)
+
+
+def openai_error(message: str, type_: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """OpenAI's error body."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def _status_error(status: int, model: str, retry_after: int) -> dict[str, Any]:
+    """The error body OpenAI sends with ``status`` (for the ``status`` knob)."""
+    if status == 400:
+        return openai_error("Fake bad request (status knob).")
+    if status == 401:
+        return openai_error("Incorrect API key provided (status knob).", code="invalid_api_key")
+    if status == 403:
+        return openai_error("You are not allowed to sample from this model (status knob).",
+                            "permission_error")
+    if status == 404:
+        return openai_error(f"The model `{model}` does not exist or you do not have access to it.",
+                            code="model_not_found")
+    if status == 429:
+        return openai_error(f"Rate limit reached for fake requests. Please try again in {retry_after}s.",
+                            "requests", code="rate_limit_exceeded")
+    if status == 500:
+        return openai_error("The server had an error while processing your request. Sorry about that!",
+                            "server_error")
+    if status == 503:
+        return openai_error("The engine is currently overloaded, please try again later.", "server_error")
+    return openai_error(f"Fake error status {status}.",
+                        "server_error" if status >= 500 else "invalid_request_error")
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    """Every byte one (route, model, scenario, usage) answer sends, framed once."""
+
+    prologue: bytes           # role chunk (chat only) and the keep-alive comment
+    content: tuple[bytes, ...]  # one framed HTTP chunk per token
+    epilogue: bytes           # finish chunk, usage chunk if asked, [DONE], last chunk
+    body: bytes               # the non-stream JSON answer
+
+
+def _new_id(prefix: str) -> str:
+    return prefix + "".join(secrets.choice(_ID_ALPHABET) for _ in range(29))
+
+
+@functools.lru_cache(maxsize=_CACHE_SCENARIOS)
+def _encode(chat: bool, model: str, scenario: Scenario, include_usage: bool,
+            prompt_tokens: int) -> _Encoded:
+    """Pre-encode an answer. Cached, so the id and ``created`` repeat across requests
+    with the same key — harmless for a fake, and the price of no per-request JSON."""
+    tokens = _tokens(scenario)
+    created = int(time.time())
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens),
+             "total_tokens": prompt_tokens + len(tokens)}
+    if chat:
+        ident, obj = _new_id("chatcmpl-"), "chat.completion.chunk"
+
+        def choice(token: str | None, finish: str | None, role: bool = False) -> dict[str, Any]:
+            delta: dict[str, Any] = {}
+            if role:
+                delta = {"role": "assistant", "content": ""}
+            elif token is not None:
+                delta = {"content": token}
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    else:
+        ident, obj = _new_id("cmpl-"), "text_completion"
+
+        def choice(token: str | None, finish: str | None, role: bool = False) -> dict[str, Any]:
+            return {"index": 0, "text": token or "", "logprobs": None, "finish_reason": finish}
+
+    def chunk(choices: list[dict[str, Any]], usage_value: Any = None) -> bytes:
+        value: dict[str, Any] = {"id": ident, "object": obj, "created": created, "model": model,
+                                 "choices": choices}
+        if include_usage:
+            # OpenAI sends "usage": null on every chunk but the usage chunk when asked.
+            value["usage"] = usage_value
+        return _sse(_json(value))
+
+    prologue = (chunk([choice(None, None, role=True)]) if chat else b"") + _KEEP_ALIVE
+    content = tuple(chunk([choice(token, None)]) for token in tokens)
+    epilogue = chunk([choice(None, "stop")])
+    if include_usage:
+        epilogue += chunk([], usage)
+    epilogue += _DONE + _LAST_CHUNK
+
+    full = "".join(tokens)
+    if chat:
+        answer = {"id": ident, "object": "chat.completion", "created": created, "model": model,
+                  "choices": [{"index": 0, "message": {"role": "assistant", "content": full},
+                               "logprobs": None, "finish_reason": "stop"}],
+                  "usage": usage}
+    else:
+        answer = {"id": ident, "object": "text_completion", "created": created, "model": model,
+                  "choices": [{"index": 0, "text": full, "logprobs": None, "finish_reason": "stop"}],
+                  "usage": usage}
+    return _Encoded(prologue, content, epilogue, _json(answer))
+
+
+def _count_words(value: Any) -> int:
+    """A deterministic stand-in for a tokenizer: words in every string part."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, list):
+        return sum(_count_words(item) for item in value)
+    if isinstance(value, dict):
+        if "text" in value:
+            return _count_words(value["text"])
+        return _count_words(value.get("content"))
+    return 0
+
+
+# --------------------------------------------------------------------------- stats
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str                 # as sent, query string included
+    headers: dict[str, str]   # lower-cased names
+    body: Any                 # parsed JSON, or None when empty or not JSON
+
+
+class FakeStats:
+    """What the fake saw and wrote. Thread-safe; every change wakes ``wait_for``.
+
+    - ``streams_started``: stream answers whose headers were about to be sent.
+    - ``streams_completed``: stream answers whose [DONE] and last chunk were written.
+    - ``chunks_written``: content chunks whose ``sendall`` returned (the kernel took them).
+    - ``bytes_written``: every response byte (status line, headers, body) the kernel took.
+    - ``client_disconnects``: answers the client abandoned: a write failed, or the
+      peer closed while the fake was pausing (``first_delay_ms``, ``delay_ms``).
+      Sockets closed by :meth:`FakeOpenAI.stop` do not count.
+    - ``connections_open`` (a gauge) / ``connections_closed``.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._requests: list[RecordedRequest] = []
+        self.streams_started = 0
+        self.streams_completed = 0
+        self.chunks_written = 0
+        self.bytes_written = 0
+        self.client_disconnects = 0
+        self.connections_open = 0
+        self.connections_closed = 0
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of the requests received so far, oldest first."""
+        with self._cond:
+            return list(self._requests)
+
+    def wait_for(self, predicate: Callable[[FakeStats], bool], timeout: float = 10.0) -> bool:
+        """Block until ``predicate(self)`` is true (returns True) or ``timeout`` passes (False).
+
+        The predicate runs under the stats lock, so it sees consistent counters.
+        """
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self), timeout)
+
+    def reset(self) -> None:
+        """Forget requests and zero the counters, except the ``connections_open`` gauge."""
+        with self._cond:
+            self._requests.clear()
+            self.streams_started = self.streams_completed = 0
+            self.chunks_written = self.bytes_written = 0
+            self.client_disconnects = self.connections_closed = 0
+            self._cond.notify_all()
+
+    def __repr__(self) -> str:
+        with self._cond:
+            return (f"FakeStats(requests={len(self._requests)}, streams_started={self.streams_started}, "
+                    f"streams_completed={self.streams_completed}, chunks_written={self.chunks_written}, "
+                    f"bytes_written={self.bytes_written}, client_disconnects={self.client_disconnects}, "
+                    f"connections_open={self.connections_open}, "
+                    f"connections_closed={self.connections_closed})")
+
+    # Updates, called by the handler threads.
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._cond:
+            self._requests.append(request)
+            self._cond.notify_all()
+
+    def _add(self, **deltas: int) -> None:
+        with self._cond:
+            for name, delta in deltas.items():
+                setattr(self, name, getattr(self, name) + delta)
+            self._cond.notify_all()
+
+    def _chunk_written(self, nbytes: int) -> None:
+        # The hot path: one lock round trip per content chunk, no kwargs dict.
+        with self._cond:
+            self.chunks_written += 1
+            self.bytes_written += nbytes
+            self._cond.notify_all()
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _ClientGone(Exception):
+    """The peer closed, a write failed, or the fake is stopping: abandon the response."""
+
+
+class _BadBody(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _wait_readable(sock: socket.socket, timeout: float) -> bool:
+    # poll rather than select.select: select fails on descriptors >= 1024,
+    # which a benchmark with a thousand open connections reaches.
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(max(0, math.ceil(timeout * 1000))))
+    readable, _, _ = select.select([sock], [], [], timeout)
+    return bool(readable)
+
+
+_ROUTES: dict[str, tuple[str, str]] = {
+    "/v1/chat/completions": ("POST", "chat"),
+    "/v1/completions": ("POST", "text"),
+    "/v1/models": ("GET", "models"),
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server_version = "mlstream-fake-openai"
+    sys_version = ""
+    server: _Server
+
+    # ---- connection lifecycle
+
+    def setup(self) -> None:
+        super().setup()
+        self._fake = self.server.fake
+        self._stats = self._fake.stats
+        self._stats._add(connections_open=1)
+        self.server.track(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.untrack(self.connection)
+            self._stats._add(connections_open=-1, connections_closed=1)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib name)
+        logger.debug("%s %s", self.address_string(), format % args)
+
+    # ---- dispatch: every method goes through _serve so unknown routes get JSON
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
+
+    def _serve(self) -> None:
+        self._head_sent = False
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        try:
+            try:
+                raw = self._read_body(headers)
+            except _BadBody as exc:
+                self.close_connection = True
+                self._send_json(exc.status, openai_error(exc.message))
+                return
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            self._stats._record(RecordedRequest(self.command, self.path, headers, body))
+            self._route(headers, raw, body)
+        except _ClientGone:
+            self.close_connection = True
+            if not self._fake._stopping.is_set():
+                self._stats._add(client_disconnects=1)
+            logger.debug("fake openai: client %s went away", self.address_string())
+        except Exception:
+            self.close_connection = True
+            logger.exception("fake openai: bug while answering %s %s", self.command, self.path)
+            if not self._head_sent:
+                try:
+                    self._send_json(500, openai_error("fake openai crashed", "server_error"))
+                except _ClientGone:
+                    pass
+
+    def _route(self, headers: dict[str, str], raw: bytes, body: Any) -> None:
+        path = self.path.split("?", 1)[0]
+        route = _ROUTES.get(path)
+        if route is None:
+            self._send_json(404, openai_error(f"Invalid URL ({self.command} {path})"))
+            return
+        method, kind = route
+        if self.command != method:
+            self._send_json(405, openai_error(f"Invalid method for URL ({self.command} {path})"),
+                            [("Allow", method)])
+            return
+        auth_error = self._auth_error(headers.get("authorization"))
+        if auth_error is not None:
+            self._send_json(401, auth_error)
+            return
+        if kind == "models":
+            self._send_json(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "created": 1700000000, "owned_by": "mlstream-fake"}
+                for name in (DEFAULT_MODEL, DEFAULT_MODEL + "-instruct")]})
+            return
+        if not isinstance(body, dict):
+            self._send_json(400, openai_error(
+                "We could not parse the JSON body of your request. (HINT: This likely means you "
+                "aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)"))
+            return
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            self._send_json(400, openai_error("you must provide a model parameter"))
+            return
+        chat = kind == "chat"
+        if chat and not isinstance(body.get("messages"), list):
+            self._send_json(400, openai_error("Missing required parameter: 'messages'.", param="messages"))
+            return
+        stream = body.get("stream") is True
+        options = body.get("stream_options")
+        if options is not None and not stream:
+            self._send_json(400, openai_error(
+                "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                param="stream_options"))
+            return
+        try:
+            scenario = parse_scenario(model, headers)
+        except ScenarioError as exc:
+            self._send_json(400, openai_error(str(exc), param="model"))
+            return
+
+        self._pause(scenario.first_delay_ms / 1000)
+        if scenario.status is not None:
+            extra = [("Retry-After", str(scenario.retry_after))] if scenario.status == 429 else []
+            self._send_json(scenario.status, _status_error(scenario.status, model, scenario.retry_after),
+                            extra)
+            return
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        prompt_tokens = _count_words(body.get("messages") if chat else body.get("prompt"))
+        encoded = _encode(chat, model, scenario, include_usage, prompt_tokens)
+        if stream:
+            self._stream(encoded, scenario)
+        else:
+            self._answer(encoded, scenario)
+
+    def _auth_error(self, authorization: str | None) -> dict[str, Any] | None:
+        if authorization is None:
+            return openai_error(
+                "You didn't provide an API key. You need to provide your API key in an Authorization "
+                "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", code="invalid_api_key")
+        scheme, _, key = authorization.partition(" ")
+        key = key.strip()
+        if scheme.lower() == "bearer" and secrets.compare_digest(key.encode(), self._fake.api_key.encode()):
+            return None
+        return openai_error(
+            f"Incorrect API key provided: {_mask(key)}. You can find your API key at "
+            "https://platform.openai.com/account/api-keys.", code="invalid_api_key")
+
+    # ---- answers
+
+    def _answer(self, encoded: _Encoded, scenario: Scenario) -> None:
+        sent, ending = _stopping_point(scenario, len(encoded.content))
+        # Take as long as the stream would have before its end or failure.
+        self._pause(scenario.delay_ms * max(sent - 1, 0) / 1000)
+        if ending == "error":
+            self._send_json(500, openai_error(MID_STREAM_ERROR_MESSAGE, "server_error"))
+        elif ending == "cut":
+            # Promise the whole body, deliver half, hang up.
+            body = encoded.body
+            self._write(self._head(200, [("Content-Type", "application/json"),
+                                         ("Content-Length", str(len(body)))]) + body[: len(body) // 2])
+            self._hang_up()
+        else:
+            self._send_json_bytes(200, encoded.body)
+
+    def _stream(self, encoded: _Encoded, scenario: Scenario) -> None:
+        content = encoded.content
+        sent, ending = _stopping_point(scenario, len(content))
+        delay = scenario.delay_ms / 1000
+        stats = self._stats
+        sendall = self.connection.sendall
+
+        stats._add(streams_started=1)
+        self._write(_STREAM_HEADERS + self._connection_header() + b"\r\n" + encoded.prologue)
+        # The hot loop: pre-framed bytes out, one counter update each. No JSON here.
+        try:
+            for i in range(sent):
+                if i and delay:
+                    self._pause(delay)
+                data = content[i]
+                sendall(data)
+                stats._chunk_written(len(data))
+        except OSError as exc:
+            raise _ClientGone from exc
+        if ending == "cut":
+            self._hang_up()
+        elif ending == "error":
+            self._write(_MID_STREAM_ERROR + _LAST_CHUNK)
+        else:
+            self._write(encoded.epilogue)
+            stats._add(streams_completed=1)
+
+    # ---- plumbing
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, but raise _ClientGone as soon as the peer closes or stop() runs.
+
+        A closed peer makes the socket readable with nothing to read (a FIN gives
+        b"", a RST an error). If the client instead sent bytes (a pipelined next
+        request) they are left for the next request and the pause just waits on
+        the stop signal.
+        """
+        if seconds <= 0:
+            return
+        sock, stopping = self.connection, self._fake._stopping
+        deadline = time.monotonic() + seconds
+        watch_peer = True
+        while True:
+            if stopping.is_set():
+                raise _ClientGone("fake openai is stopping")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if not watch_peer:
+                stopping.wait(remaining)
+                continue
+            if not _wait_readable(sock, remaining):
+                continue
+            try:
+                peeked = sock.recv(1, socket.MSG_PEEK)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as exc:
+                raise _ClientGone from exc
+            if not peeked:
+                raise _ClientGone("peer closed")
+            watch_peer = False
+
+    def _read_body(self, headers: dict[str, str]) -> bytes:
+        encoding = headers.get("transfer-encoding")
+        if encoding is not None:
+            if encoding.strip().lower() != "chunked":
+                raise _BadBody(400, f"Unsupported Transfer-Encoding: {encoding}")
+            if "content-length" in headers:
+                # Both framings at once is a smuggling shape; read chunked, then hang up.
+                self.close_connection = True
+            return self._read_chunked()
+        length_text = headers.get("content-length")
+        if length_text is None:
+            return b""
+        if not _DIGITS.fullmatch(length_text.strip()):
+            raise _BadBody(400, f"Invalid Content-Length: {length_text!r}")
+        length = int(length_text)
+        if length > MAX_BODY_BYTES:
+            raise _BadBody(413, f"Request body larger than {MAX_BODY_BYTES} bytes")
+        data = self.rfile.read(length)
+        if len(data) < length:
+            raise _ClientGone("request body cut short")
+        return data
+
+    def _read_chunked(self) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            line = self.rfile.readline(_MAX_LINE + 1)
+            if not line:
+                raise _ClientGone("request body cut short")
+            if len(line) > _MAX_LINE or not line.endswith(b"\n"):
+                raise _BadBody(400, "Malformed chunked request body")
+            size_text = line.split(b";", 1)[0].strip()
+            if not _HEX.fullmatch(size_text):
+                raise _BadBody(400, "Malformed chunked request body")
+            size = int(size_text, 16)
+            if size == 0:
+                break
+            total += size
+            if total > MAX_BODY_BYTES:
+                raise _BadBody(413, f"Request body larger than {MAX_BODY_BYTES} bytes")
+            data = self.rfile.read(size)
+            if len(data) < size:
+                raise _ClientGone("request body cut short")
+            parts.append(data)
+            if self.rfile.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n"):
+                raise _BadBody(400, "Malformed chunked request body")
+        for _ in range(_MAX_TRAILERS):
+            line = self.rfile.readline(_MAX_LINE + 1)
+            if line in (b"\r\n", b"\n", b""):
+                return b"".join(parts)
+        raise _BadBody(400, "Too many trailers in chunked request body")
+
+    def _connection_header(self) -> bytes:
+        return b"Connection: close\r\n" if self.close_connection else b"Connection: keep-alive\r\n"
+
+    def _head(self, status: int, headers: list[tuple[str, str]]) -> bytes:
+        try:
+            phrase = http.HTTPStatus(status).phrase
+        except ValueError:
+            phrase = "Error"
+        lines = [f"HTTP/1.1 {status} {phrase}\r\n"]
+        lines += [f"{name}: {value}\r\n" for name, value in headers]
+        self.log_request(status)
+        return "".join(lines).encode("latin-1") + self._connection_header()
+
+    def _send_json(self, status: int, value: Any, extra: list[tuple[str, str]] | None = None) -> None:
+        self._send_json_bytes(status, _json(value), extra)
+
+    def _send_json_bytes(self, status: int, body: bytes, extra: list[tuple[str, str]] | None = None) -> None:
+        head = self._head(status, [("Content-Type", "application/json"),
+                                   ("Content-Length", str(len(body))), *(extra or [])])
+        self._write(head + b"\r\n" + body)
+
+    def _write(self, data: bytes) -> None:
+        self._head_sent = True
+        try:
+            self.connection.sendall(data)
+        except OSError as exc:
+            raise _ClientGone from exc
+        self._stats._add(bytes_written=len(data))
+
+    def _hang_up(self) -> None:
+        """Close abruptly: FIN after what was written, nothing more on this connection."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+def _mask(key: str) -> str:
+    """OpenAI's way of naming a wrong key without repeating it."""
+    if len(key) <= 8:
+        return "*" * len(key)
+    return key[:3] + "*" * (len(key) - 7) + key[-4:]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 1024
+
+    def __init__(self, address: tuple[str, int], fake: FakeOpenAI) -> None:
+        self.fake = fake
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup
+        # that can take seconds on a badly configured machine. We know the name.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = host, port
+
+    def track(self, sock: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.add(sock)
+        if self.fake._stopping.is_set():  # accepted while stop() was running
+            _shutdown_quietly(sock)
+
+    def untrack(self, sock: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.discard(sock)
+
+    def close_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        # Shut down outside the lock: it only wakes the handler threads, which
+        # then untrack themselves.
+        for sock in connections:
+            _shutdown_quietly(sock)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            logger.debug("fake openai: connection from %s failed: %r", client_address, exc)
+        else:
+            logger.exception("fake openai: error serving %s", client_address)
+
+
+def _shutdown_quietly(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _loopback_host(host: str) -> str:
+    if host == "localhost":
+        return "127.0.0.1"
+    try:
+        address = ipaddress.IPv4Address(host)
+    except ValueError:
+        raise ValueError(f"FakeOpenAI binds IPv4 loopback only, not {host!r}") from None
+    if not address.is_loopback:
+        raise ValueError(f"FakeOpenAI binds IPv4 loopback only, not {host!r}")
+    return host
+
+
+class FakeOpenAI:
+    """A fake OpenAI server on loopback. Binds at construction; ``start()`` serves.
+
+    ``stop()`` stops accepting, closes every open connection (in-flight streams
+    end at once, without counting as client disconnects), waits briefly for the
+    handler threads, and is safe to call twice or without ``start()``. Do not
+    call it from a handler thread.
+    """
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
+                 api_key: str = DEFAULT_API_KEY) -> None:
+        self.api_key = api_key
+        self.stats = FakeStats()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self._server = _Server((_loopback_host(host), port), self)
+        self.host: str = self._server.server_address[0]
+        self.port: int = self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> FakeOpenAI:
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("a stopped FakeOpenAI cannot be started again")
+            if self._thread is not None:
+                raise RuntimeError("FakeOpenAI is already started")
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, kwargs={"poll_interval": _POLL_INTERVAL},
+                name=f"fake-openai-{self.port}", daemon=True)
+            self._thread.start()
+        logger.debug("fake openai serving on %s", self.url)
+        return self
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            thread = self._thread
+        self._stopping.set()
+        if thread is not None:
+            self._server.shutdown()   # blocks until serve_forever returns
+            thread.join()
+        self._server.close_connections()
+        self._server.server_close()
+        # ThreadingHTTPServer never joins daemon handlers; wait for them to see
+        # their closed sockets so a test's teardown leaves nothing running.
+        if not self.stats.wait_for(lambda s: s.connections_open == 0, timeout=_STOP_GRACE_SECONDS):
+            logger.debug("fake openai: %d connection(s) still closing", self.stats.connections_open)
+        logger.debug("fake openai on %s stopped", self.url)
+
+    def __enter__(self) -> FakeOpenAI:
+        if self._thread is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"FakeOpenAI(url={self.url!r})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mlstream.testing.fake_openai``: serve in this process until SIGINT/SIGTERM.
+
+    Writes the URL as the first line of stdout, so a parent process can read the port.
+    """
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--api-key", default=DEFAULT_API_KEY)
+    args = parser.parse_args(argv)
+    done = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: done.set())
+    with FakeOpenAI(port=args.port, api_key=args.api_key) as fake:
+        sys.stdout.write(fake.url + "\n")
+        sys.stdout.flush()
+        done.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
