@@ -88,12 +88,13 @@ def translate_error(exc: BaseException, url: str) -> UpstreamError:
     host = _host(url)
     if isinstance(exc, UpstreamError):
         return exc
+    # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: test it first.
+    if isinstance(exc, NewConnectionError):
+        return UpstreamError(f"could not connect to the provider at {host}: {_cause(exc)}")
     if isinstance(exc, ConnectTimeoutError):
         return UpstreamTimeout(f"timed out connecting to the provider at {host}")
     if isinstance(exc, (ReadTimeoutError, TimeoutError)):
         return UpstreamTimeout(f"the provider at {host} sent nothing within the read timeout")
-    if isinstance(exc, NewConnectionError):
-        return UpstreamError(f"could not connect to the provider at {host}: {_cause(exc)}")
     if isinstance(exc, SSLError):
         return UpstreamError(f"TLS handshake with the provider at {host} failed")
     if isinstance(exc, (ProtocolError, OSError)):

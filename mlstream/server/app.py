@@ -144,8 +144,9 @@ class Server:
         return self.http.url
 
     def start(self) -> "Server":
-        self._thread = threading.Thread(target=self.http.serve_forever, name="mlstream-accept",
-                                        daemon=True)
+        # The accept loop checks for shutdown between polls; a short poll keeps stop() prompt.
+        self._thread = threading.Thread(target=self.http.serve_forever, args=(0.05,),
+                                        name="mlstream-accept", daemon=True)
         self._thread.start()
         return self
 

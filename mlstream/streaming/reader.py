@@ -1,7 +1,7 @@
 """The provider reader: runs on a pool worker, turns one upstream stream into items.
 
     send() -> headers ---non-2xx---> Failure(provider's error)       -> handler: HTTP status
-                     \---2xx------> Started, then decoded Delta..., Done | Failure
+                     +---2xx------> Started, then decoded Delta..., Done | Failure
     read timeout / broken connection -> Failure                       -> handler: status or final event
     channel cancelled (client gone)  -> stop quietly, close the upstream connection
 
