@@ -15,13 +15,14 @@ from typing import Any
 import urllib3
 
 from .cluster import ClusterSettings
-from .connectors import UpstreamRequest, merge_parameters, render_request
+from .connectors import Connector, UpstreamRequest, merge_parameters, render_request
 from .errors import BadRequest, MLStreamError, UpstreamError
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
 from .providers import dialect_for
 from .registry import Registry, ResolvedModel
 from .settings import ServerSettings
+from .signing import sign_request
 from .streaming.channel import Channel
 from .streaming.pool import StreamPool
 from .streaming.reader import read_stream
@@ -51,7 +52,7 @@ class Predictor:
         """The whole upstream answer in ml-commons' ``inference_results`` shape."""
         prepared = self._prepare(model_id, body)
         connector = prepared.model.connector
-        response = self._upstream.send(prepared.request, connector.client_config, stream=False)
+        response = self._send(prepared.request, connector, stream=False)
         payload = self._upstream.read_body(response, prepared.request.url)
         if response.status >= 300:
             raise self._error_response(prepared, response.status, payload, response.headers)
@@ -73,11 +74,17 @@ class Predictor:
         dialect = dialect_for(prepared.parameters, connector)
         request = dialect.stream_request(prepared.request, connector, prepared.parameters)
         channel = Channel(self._server.stream_queue_chunks)
-        send = partial(self._upstream.send, request, connector.client_config, stream=True)
+        send = partial(self._send, request, connector, stream=True)
         job = partial(read_stream, channel, send, partial(self._stream_error, prepared),
                       dialect.new_decoder(), request.url, self._server.client_stall_timeout)
         self._pool.submit(job)
         return channel
+
+    def _send(self, request: UpstreamRequest, connector: Connector, *,
+              stream: bool) -> urllib3.BaseHTTPResponse:
+        if connector.protocol == "aws_sigv4":
+            request = sign_request(request, connector)  # per send: the signature is timestamped
+        return self._upstream.send(request, connector.client_config, stream=stream)
 
     def _prepare(self, model_id: str, body: Any) -> Prepared:
         parameters = _request_parameters(body)

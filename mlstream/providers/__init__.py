@@ -7,12 +7,11 @@ from typing import Any, Mapping
 from ..connectors import Connector
 from ..errors import BadRequest
 from .base import Dialect, StreamDecoder
+from .bedrock import BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE
 from .openai import OPENAI_CHAT, OPENAI_COMPLETIONS
 
-_DIALECTS: dict[str, Dialect] = {
-    OPENAI_CHAT.name: OPENAI_CHAT,
-    OPENAI_COMPLETIONS.name: OPENAI_COMPLETIONS,
-}
+_DIALECTS: dict[str, Dialect] = {dialect.name: dialect for dialect in (
+    OPENAI_CHAT, OPENAI_COMPLETIONS, BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE)}
 
 LLM_INTERFACE = "_llm_interface"
 
@@ -29,6 +28,8 @@ def dialect_for(parameters: Mapping[str, Any], connector: Connector) -> Dialect:
                              + ", ".join(sorted(_DIALECTS)))
         return _DIALECTS[key]
     url = connector.action("predict").url.split("?", 1)[0].rstrip("/")
+    if connector.protocol == "aws_sigv4" and url.endswith("/converse"):
+        return BEDROCK_CONVERSE
     if url.endswith("/chat/completions"):
         return OPENAI_CHAT
     if url.endswith("/completions"):

@@ -197,26 +197,32 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         app.live_streams.add(channel)
         chunks = 0
         first_chunk: float | None = None
-        outcome = "client_gone"
+        outcome: str | None = None  # None while the stream is still open
         try:
-            first = channel.get(None)
-            if isinstance(first, Failure):
+            heartbeat = app.settings.heartbeat_interval
+            # Before the provider's headers: wait silently, a failure is still a status.
+            item = channel.get(None)
+            if isinstance(item, Started):
+                # Headers are in; the first frame usually follows at once. Holding the
+                # status line until then (at most one heartbeat interval) lets an error
+                # frame that opens the stream (Bedrock throttling, an OpenAI error event)
+                # still be a proper HTTP status.
+                item = channel.get(heartbeat)
+            if isinstance(item, Failure):
                 outcome = "refused"
-                self._write_reply(responses.error_reply(first.error))
+                self._write_reply(responses.error_reply(item.error))
                 return
-            assert isinstance(first, Started), first
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("X-Accel-Buffering", "no")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            heartbeat = app.settings.heartbeat_interval
             write = self.wfile.write
             while True:
-                item = channel.get(heartbeat)
                 if item is None:
                     write(responses.chunk(responses.HEARTBEAT))
+                    item = channel.get(heartbeat)
                     continue
                 batch: list[bytes] = []
                 while item is not None:
@@ -231,19 +237,21 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                         batch.append(responses.chunk(responses.error_event(item.error)))
                         batch.append(responses.LAST_CHUNK)
                         outcome = "failed"
-                    if outcome != "client_gone" or len(batch) >= MAX_BATCH_EVENTS:
+                    if outcome is not None or len(batch) >= MAX_BATCH_EVENTS:
                         break
                     item = channel.get_nowait()
                 write(b"".join(batch))
                 if first_chunk is None and chunks:
                     first_chunk = time.monotonic() - started
-                if outcome != "client_gone":
+                if outcome is not None:
                     return
+                item = channel.get(heartbeat)
         except CLIENT_GONE:
             self.close_connection = True
             log.debug("client %s left mid-stream", self.client_address[0])
         finally:
-            if outcome == "client_gone":
+            if outcome is None:
+                outcome = "client_gone"
                 channel.cancel()  # stops the reader and closes the upstream connection
             app.live_streams.discard(channel)
             app.metrics.stream_finished(outcome, chunks, first_chunk)

@@ -1,0 +1,170 @@
+"""Amazon Bedrock ConverseStream: the AWS event stream to Delta/Done/Failure.
+
+The frames are decoded by botocore's pure ``EventStreamBuffer`` (prelude, header
+and message CRCs, size limits); this module maps Converse's event types:
+
+    messageStart                      -
+    contentBlockStart  (toolUse)      a tool call begins: id and name
+    contentBlockDelta  text           Delta(text)
+                       toolUse.input  a fragment of the tool call's JSON input
+    contentBlockStop                  a finished tool call -> Delta({"toolUse": {...}})
+    messageStop                       the stop reason
+    metadata                          usage -> Done(stop reason, usage)
+    :message-type exception           Failure, with the status the exception stands for
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from botocore.eventstream import EventStreamBuffer, ParserError
+
+from ..connectors import Connector, UpstreamRequest
+from ..errors import BadRequest, UpstreamError
+from ..streaming.events import Delta, Done, Failure, StreamItem
+
+_CONVERSE_PATH = re.compile(r"/converse/?$")
+
+# What an exception message in the stream means for our caller (before the first
+# event it becomes the HTTP status; after it, the final error event).
+_EXCEPTION_STATUS = {
+    "throttlingException": 429,
+    "serviceQuotaExceededException": 429,
+    "validationException": 400,
+    "accessDeniedException": 403,
+    "resourceNotFoundException": 404,
+    "modelTimeoutException": 504,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BedrockConverseDialect:
+    name: str
+
+    def stream_request(self, request: UpstreamRequest, connector: Connector,
+                       parameters: Mapping[str, Any]) -> UpstreamRequest:
+        path, sep, query = request.url.partition("?")
+        if not _CONVERSE_PATH.search(path):
+            raise BadRequest("a bedrock/converse stream needs a predict action URL ending in /converse")
+        stream_url = _CONVERSE_PATH.sub("/converse-stream", path) + sep + query
+        headers = dict(request.headers)
+        headers.setdefault("Accept", "application/vnd.amazon.eventstream")
+        # The whole body goes through: inferenceConfig, toolConfig, system, ... (beyond ml-commons).
+        return replace(request, url=stream_url, headers=headers)
+
+    def new_decoder(self) -> "ConverseStreamDecoder":
+        return ConverseStreamDecoder()
+
+
+BEDROCK_CONVERSE = BedrockConverseDialect("bedrock/converse")
+BEDROCK_CONVERSE_CLAUDE = BedrockConverseDialect("bedrock/converse/claude")
+
+
+@dataclass(slots=True)
+class _ToolCall:
+    tool_use_id: str | None
+    name: str | None
+    fragments: list[str]
+
+
+class ConverseStreamDecoder:
+    def __init__(self) -> None:
+        self._buffer = EventStreamBuffer()
+        self._pending_bytes = 0  # fed but not yet part of a complete frame
+        self._stop_reason: str | None = None
+        self._tools: dict[int, _ToolCall] = {}
+        self._ended = False
+
+    def feed(self, data: bytes) -> list[StreamItem]:
+        if self._ended:
+            return []
+        self._buffer.add_data(data)
+        self._pending_bytes += len(data)
+        items: list[StreamItem] = []
+        try:
+            for message in self._buffer:
+                self._pending_bytes -= message.prelude.total_length
+                item = self._on_message(message.headers, message.payload)
+                if item is not None:
+                    items.append(item)
+                    if isinstance(item, (Done, Failure)):
+                        self._ended = True
+                        break
+        except ParserError as exc:
+            self._ended = True
+            items.append(Failure(UpstreamError(
+                f"the provider's event stream is corrupt ({type(exc).__name__})")))
+        return items
+
+    def finish(self) -> list[StreamItem]:
+        if self._ended:
+            return []
+        self._ended = True
+        if self._pending_bytes:
+            return [Failure(UpstreamError("the provider's event stream ended inside a frame"))]
+        if self._stop_reason is not None:  # messageStop came, metadata did not: still complete
+            return [Done(self._stop_reason, None)]
+        return [Failure(UpstreamError("the provider ended the stream before messageStop"))]
+
+    def _on_message(self, headers: Mapping[str, Any], payload: bytes) -> StreamItem | None:
+        message_type = headers.get(":message-type")
+        if message_type in ("exception", "error"):
+            kind = headers.get(":exception-type") or headers.get(":error-code") or "exception"
+            message = _payload(payload).get("message") or headers.get(":error-message") or kind
+            status = _EXCEPTION_STATUS.get(kind, 502)
+            error = UpstreamError(f"Error from remote service: {kind}: {message}", upstream_status=status)
+            if status == 504:
+                error.http_status = 504
+            if status == 429:
+                error.headers["Retry-After"] = "1"
+            return Failure(error)
+        if message_type != "event":
+            return None
+        event = headers.get(":event-type")
+        body = _payload(payload)
+        if event == "contentBlockDelta":
+            delta = body.get("delta") or {}
+            if isinstance(delta.get("text"), str) and delta["text"]:
+                return Delta(delta["text"])
+            tool_input = (delta.get("toolUse") or {}).get("input")
+            call = self._tools.get(body.get("contentBlockIndex", 0))
+            if call is not None and isinstance(tool_input, str):
+                call.fragments.append(tool_input)
+            return None
+        if event == "contentBlockStart":
+            tool = ((body.get("start") or {}).get("toolUse")) or None
+            if isinstance(tool, dict):
+                self._tools[body.get("contentBlockIndex", 0)] = _ToolCall(
+                    tool.get("toolUseId"), tool.get("name"), [])
+            return None
+        if event == "contentBlockStop":
+            call = self._tools.pop(body.get("contentBlockIndex", 0), None)
+            return None if call is None else _tool_delta(call)
+        if event == "messageStop":
+            self._stop_reason = body.get("stopReason")
+            return None
+        if event == "metadata":
+            usage = body.get("usage") or {}
+            return Done(self._stop_reason, {"input_tokens": usage.get("inputTokens"),
+                                            "output_tokens": usage.get("outputTokens")})
+        return None  # messageStart and anything new
+
+
+def _tool_delta(call: _ToolCall) -> StreamItem:
+    text = "".join(call.fragments)
+    try:
+        tool_input = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return Failure(UpstreamError(f"the provider's tool call {call.name} has an input that is not JSON"))
+    return Delta({"toolUse": {"toolUseId": call.tool_use_id, "name": call.name, "input": tool_input}})
+
+
+def _payload(payload: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(payload) if payload else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,115 @@
+"""The provider decoders, pure: bytes in, Delta/Done/Failure out, split at every offset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlstream.errors import UpstreamError
+from mlstream.providers.bedrock import ConverseStreamDecoder
+from mlstream.providers.openai import OpenAIStreamDecoder
+from mlstream.streaming.events import Delta, Done, Failure
+from mlstream.testing.eventstream import encode_event, encode_exception
+
+
+def feed_all(decoder, data: bytes, cuts: list[int]) -> list:
+    items = []
+    previous = 0
+    for cut in [*cuts, len(data)]:
+        items += decoder.feed(data[previous:cut])
+        previous = cut
+    return items + decoder.finish()
+
+
+def openai_chunk(content: str | None = None, finish: str | None = None, usage: dict | None = None) -> bytes:
+    choices = [] if usage else [{"index": 0, "delta": {} if content is None else {"content": content},
+                                 "finish_reason": finish}]
+    body = {"object": "chat.completion.chunk", "choices": choices, **({"usage": usage} if usage else {})}
+    return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+
+OPENAI_STREAM = (openai_chunk("") + b": keep-alive\n\n" + openai_chunk("Hel") + openai_chunk("lo été")
+                 + openai_chunk(finish="stop")
+                 + openai_chunk(usage={"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7})
+                 + b"data: [DONE]\n\n")
+OPENAI_EXPECTED = [Delta("Hel"), Delta("lo été"), Done("stop", {"input_tokens": 5, "output_tokens": 2})]
+
+
+def test_openai_stream_split_at_every_offset():
+    for cut in range(len(OPENAI_STREAM) + 1):
+        assert feed_all(OpenAIStreamDecoder(chat=True), OPENAI_STREAM, [cut]) == OPENAI_EXPECTED, cut
+
+
+def test_openai_stream_byte_by_byte():
+    assert feed_all(OpenAIStreamDecoder(chat=True), OPENAI_STREAM, list(range(len(OPENAI_STREAM)))) == OPENAI_EXPECTED
+
+
+@pytest.mark.parametrize("data, reason", [
+    (openai_chunk("a"), "before [DONE]"),
+    (b"data: {not json}\n\n", "not JSON"),
+    (b'data: {"error": {"message": "overloaded"}}\n\n', "overloaded"),
+    (b"data: [1, 2]\n\n", "not a JSON object"),
+], ids=["no-done", "not-json", "error-event", "not-an-object"])
+def test_openai_stream_failures(data, reason):
+    items = feed_all(OpenAIStreamDecoder(chat=True), data, [])
+    assert isinstance(items[-1], Failure) and reason in items[-1].error.reason
+    assert isinstance(items[-1].error, UpstreamError)
+
+
+def test_openai_legacy_completions_text_field():
+    data = b'data: {"choices": [{"text": "Hi", "finish_reason": null}]}\n\ndata: [DONE]\n\n'
+    assert feed_all(OpenAIStreamDecoder(chat=False), data, []) == [Delta("Hi"), Done(None, None)]
+
+
+def bedrock_stream(*frames: bytes) -> bytes:
+    return b"".join(frames)
+
+
+BEDROCK_STREAM = bedrock_stream(
+    encode_event("messageStart", {"role": "assistant", "p": "abc"}),
+    encode_event("contentBlockDelta", {"delta": {"text": "To be"}, "contentBlockIndex": 0}),
+    encode_event("contentBlockDelta", {"delta": {"text": ", or not"}, "contentBlockIndex": 0}),
+    encode_event("contentBlockStop", {"contentBlockIndex": 0}),
+    encode_event("contentBlockStart", {"start": {"toolUse": {"toolUseId": "t1", "name": "lookup"}},
+                                       "contentBlockIndex": 1}),
+    encode_event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"q": "Ham'}}, "contentBlockIndex": 1}),
+    encode_event("contentBlockDelta", {"delta": {"toolUse": {"input": 'let"}'}}, "contentBlockIndex": 1}),
+    encode_event("contentBlockStop", {"contentBlockIndex": 1}),
+    encode_event("messageStop", {"stopReason": "tool_use"}),
+    encode_event("metadata", {"usage": {"inputTokens": 9, "outputTokens": 4, "totalTokens": 13},
+                              "metrics": {"latencyMs": 5}}),
+)
+BEDROCK_EXPECTED = [Delta("To be"), Delta(", or not"),
+                    Delta({"toolUse": {"toolUseId": "t1", "name": "lookup", "input": {"q": "Hamlet"}}}),
+                    Done("tool_use", {"input_tokens": 9, "output_tokens": 4})]
+
+
+def test_bedrock_stream_split_at_every_offset():
+    for cut in range(0, len(BEDROCK_STREAM) + 1, 3):
+        assert feed_all(ConverseStreamDecoder(), BEDROCK_STREAM, [cut]) == BEDROCK_EXPECTED, cut
+
+
+@pytest.mark.parametrize("data, status, reason", [
+    (encode_exception("throttlingException", "slow down"), 429, "slow down"),
+    (encode_exception("validationException", "bad input"), 400, "bad input"),
+    (encode_exception("modelStreamErrorException", "boom"), 502, "boom"),
+    (BEDROCK_STREAM[:-7], 502, "ended inside a frame"),
+    (BEDROCK_STREAM[:len(encode_event("messageStart", {"role": "assistant", "p": "abc"}))], 502, "before messageStop"),
+], ids=["throttling", "validation", "model-error", "truncated", "no-message-stop"])
+def test_bedrock_failures(data, status, reason):
+    items = feed_all(ConverseStreamDecoder(), data, [])
+    assert isinstance(items[-1], Failure)
+    assert items[-1].error.http_status == status and reason in items[-1].error.reason
+
+
+def test_bedrock_corrupt_crc_is_a_failure_not_an_exception():
+    frame = bytearray(encode_event("contentBlockDelta", {"delta": {"text": "x"}, "contentBlockIndex": 0}))
+    frame[-1] ^= 0xFF
+    items = feed_all(ConverseStreamDecoder(), bytes(frame), [])
+    assert len(items) == 1 and isinstance(items[0], Failure) and "corrupt" in items[0].error.reason
+
+
+def test_bedrock_message_stop_without_metadata_still_completes():
+    data = encode_event("messageStop", {"stopReason": "end_turn"})
+    assert feed_all(ConverseStreamDecoder(), data, []) == [Done("end_turn", None)]
