@@ -43,6 +43,20 @@ _PROTOCOL_ERROR_TYPES = {
 }
 
 
+def parse_json_body(raw: bytes) -> Any:
+    """The request's JSON, or None for an empty body."""
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadRequest("request body is not valid UTF-8") from None
+    except RecursionError:
+        raise BadRequest("request body is nested too deeply") from None
+    except ValueError as exc:
+        raise BadRequest(f"Failed to parse request body as JSON: {exc}") from None
+
+
 class HTTPRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = f"mlstream/{__version__}"
@@ -69,10 +83,13 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         started = time.monotonic()
         app = self.server.app
         try:
+            # The body is read before anything can fail, so a refused request never
+            # leaves bytes behind to be taken for the next one on this connection.
+            raw_body = self._read_body()
             parts = urlsplit(self.path)
             route, params = app.router.match(self.command, parts.path)
             request = Request(self.command, parts.path, dict(parse_qsl(parts.query, keep_blank_values=True)),
-                              self._read_json_body(), params, started)
+                              parse_json_body(raw_body), params, started)
             if getattr(route.handler, "writes_response", False):
                 route.handler(request, self)
                 return
@@ -86,19 +103,6 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         self._write_reply(reply)
 
     # --- request body ----------------------------------------------------------
-
-    def _read_json_body(self) -> Any:
-        raw = self._read_body()
-        if not raw.strip():
-            return None
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise BadRequest("request body is not valid UTF-8") from None
-        except RecursionError:
-            raise BadRequest("request body is nested too deeply") from None
-        except ValueError as exc:
-            raise BadRequest(f"Failed to parse request body as JSON: {exc}") from None
 
     def _read_body(self) -> bytes:
         limit = self.server.app.settings.max_body_bytes
@@ -157,7 +161,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         if isinstance(reply.body, str):
             payload = reply.body.encode("utf-8")
         else:
-            payload = responses.json_bytes(reply.body, pretty="pretty" in urlsplit(self.path).query)
+            # A protocol error can come before the request line gave us a path.
+            pretty = "pretty" in urlsplit(getattr(self, "path", "")).query
+            payload = responses.json_bytes(reply.body, pretty=pretty)
         try:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
@@ -180,6 +186,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         error.error_type = _PROTOCOL_ERROR_TYPES.get(code, "illegal_argument_exception")
         if not hasattr(self, "command") or self.command is None:
             self.command = ""
+        # Until the request line parses, the stdlib assumes HTTP/0.9 and would write a
+        # bare body with no status line; we never speak 0.9.
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            self.request_version = "HTTP/1.1"
         self._write_reply(Reply(code, error.to_body()))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
