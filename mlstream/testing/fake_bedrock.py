@@ -1,0 +1,1080 @@
+"""A fake Amazon Bedrock runtime on loopback that speaks the real wire protocol.
+
+It answers ``POST /model/{modelId}/converse`` and ``POST /model/{modelId}/converse-stream``
+the way ``bedrock-runtime`` does: every request's SigV4 signature is checked (service
+``bedrock``), errors carry ``x-amzn-ErrorType`` and a ``{"message": ...}`` body, and
+ConverseStream answers are AWS event-stream frames in HTTP/1.1 chunks. The real boto3
+``bedrock-runtime`` client works against it unchanged, which is what makes it a fair
+stand-in for the gateway's tests and benchmarks.
+
+Usage::
+
+    with FakeBedrock() as fake:
+        client = boto3.client("bedrock-runtime", region_name=fake.region, endpoint_url=fake.url,
+                              aws_access_key_id=fake.access_key,
+                              aws_secret_access_key=fake.secret_key)
+        client.converse_stream(modelId="anthropic.claude-3-haiku-20240307-v1:0",
+                               messages=[...],
+                               additionalModelRequestFields={"fake": {"chunks": 5, "delay_ms": 10}})
+        assert fake.stats.wait_for(lambda s: s.streams_completed == 1)
+
+Classes::
+
+    socketserver.TCPServer
+      └─ http.server.HTTPServer
+           └─ http.server.ThreadingHTTPServer     one daemon thread per connection
+                └─ _Server                          knows its FakeBedrock, quiet errors
+
+    http.server.BaseHTTPRequestHandler
+      └─ _Handler                                   HTTP/1.1 keep-alive, TCP_NODELAY
+
+    FakeBedrock          start()/stop() and the knobs; owns _Server and its thread
+    FakeBedrockStats     counters under one Condition; tests wait_for() on them
+    Scenario             what one answer looks like (tokens, pauses, faults)
+
+Behaviour is chosen per request by a :class:`Scenario`: ``FakeBedrock.default_scenario``,
+overridden field by field by the request body's ``additionalModelRequestFields.fake``
+object (it passes through boto3 and the gateway untouched), overridden in turn by
+``X-Fake-*`` headers (``X-Fake-Delay-Ms: 20``; a ``tool_use`` header holds JSON).
+
+A stream is encoded completely before the first byte is written (see ``_StreamPlan``),
+so the write loop does nothing per frame but one ``sendall`` of one prepared HTTP chunk
+and a counter update: a benchmark of the gateway measures the gateway.
+
+Stopping: ``ThreadingHTTPServer`` never joins its handler threads, and a handler may be
+pausing mid-stream or waiting on a keep-alive connection. ``stop()`` therefore sets a
+stop event and shuts down every open connection's socket; a pausing handler wakes from
+``select`` on the EOF and leaves, an idle one reads EOF and leaves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import logging
+import re
+import select
+import socket
+import socketserver
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+from mlstream.testing import sigv4
+from mlstream.testing.eventstream import encode_event, encode_exception
+
+__all__ = [
+    "DEFAULT_TEXT",
+    "MAX_RECORDED_REQUESTS",
+    "STREAM_EXCEPTION_TYPES",
+    "FakeBedrock",
+    "FakeBedrockStats",
+    "RecordedRequest",
+    "Scenario",
+    "fake_tokens",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The answer when a scenario sets neither ``text`` nor ``chunks``: one delta per word.
+#: The same text as the fake OpenAI provider's, so one scenario streamed through either
+#: provider relays the same answer.
+DEFAULT_TEXT = (
+    "Hamlet, the Prince of Denmark, returns home to find his father dead and his "
+    "mother married to his uncle Claudius; urged by his father's ghost to seek "
+    "revenge, he feigns madness, stages a play, and hesitates until tragedy "
+    "consumes the whole court."
+)
+
+#: The exception members of the ConverseStream output event stream (the names boto3
+#: reports as the error code of the ``EventStreamError`` it raises).
+STREAM_EXCEPTION_TYPES = (
+    "modelStreamErrorException",
+    "throttlingException",
+    "validationException",
+    "internalServerException",
+    "serviceUnavailableException",
+)
+
+SIGNING_SERVICE = "bedrock"
+DEFAULT_TOOL_USE_ID = "tooluse_fakeBedrock0001"
+THROTTLING_MESSAGE = "Too many requests, please wait before trying again."
+
+_STREAM_EXCEPTION_MESSAGES = {
+    "modelStreamErrorException": "The model stream failed (fake Bedrock, as asked).",
+    "throttlingException": THROTTLING_MESSAGE,
+    "validationException": "The request failed validation mid-stream (fake Bedrock, as asked).",
+    "internalServerException": "The server encountered an internal error (fake Bedrock, as asked).",
+    "serviceUnavailableException": "The service is unavailable (fake Bedrock, as asked).",
+}
+# What Converse (not streaming) answers for a scenario that asks for a stream exception.
+_CONVERSE_ERRORS = {
+    "modelStreamErrorException": (424, "ModelErrorException"),
+    "throttlingException": (429, "ThrottlingException"),
+    "validationException": (400, "ValidationException"),
+    "internalServerException": (500, "InternalServerException"),
+    "serviceUnavailableException": (503, "ServiceUnavailableException"),
+}
+
+#: stats.requests keeps this many of the latest requests; tests need a handful, and a
+#: benchmark of millions of requests must not grow without bound.
+MAX_RECORDED_REQUESTS = 10_000
+#: Requests above this are refused unread; real Bedrock bodies are far smaller.
+MAX_REQUEST_BODY = 16 * 1024 * 1024
+#: How often serve_forever looks for the shutdown flag; stop() waits at most this long.
+_SHUTDOWN_POLL_SECONDS = 0.01
+#: select() cannot watch descriptors at or above FD_SETSIZE; poll() takes over there.
+_SELECT_FD_LIMIT = 1024
+#: The "p" field real Bedrock pads event payloads with; clients must ignore it.
+_PADDING_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit "
+_WORDS_RE = re.compile(r"\s*\S+")
+_ROUTE_RE = re.compile(r"/model/([^/]+)/(converse|converse-stream)")
+_LAST_CHUNK = b"0\r\n\r\n"
+
+
+# -- scenario ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """How the fake answers one request. Counts are of text deltas.
+
+    ``chunks``          number of text deltas (default: one per word of the text); see
+                        :func:`fake_tokens` for what they hold.
+    ``text``            the answer text (default :data:`DEFAULT_TEXT`).
+    ``delay_ms``        pause before each delta after the first (text and tool deltas).
+    ``chunk_bytes``     every text delta is exactly this many ASCII characters of
+                        filler (benchmarks); cannot be combined with ``text``.
+    ``first_delay_ms``  pause before the response headers.
+    ``throttle``        ``"http"``: answer 429 ThrottlingException before any event.
+    ``exception_after`` after N deltas send an ``exception_type`` exception frame and
+                        end the body properly; 0 → it is the very first frame.
+    ``cut_after``       after N deltas close the connection mid-body.
+    ``truncate_after``  after N deltas send the first half of the next frame, then end
+                        the body properly.
+    ``bad_crc_after``   the frame after N deltas has a corrupted message CRC; the stream
+                        then goes on normally (a decoder must not skip it).
+    ``tool_use``        ``{"name", "input", "tool_use_id"}``: after the text block a
+                        tool-use block at contentBlockIndex 1, and ``stopReason:
+                        "tool_use"``.
+
+    "After N deltas" is the position after ``messageStart`` and N text deltas (N is
+    capped at the number of deltas); N = 0 is before ``messageStart``. At most one of
+    ``exception_after``, ``cut_after`` and ``truncate_after`` may be set. Invalid
+    values raise ``ValueError`` (the fake answers 400 ValidationException).
+    """
+
+    chunks: int | None = None
+    text: str | None = None
+    delay_ms: float = 0.0
+    chunk_bytes: int | None = None
+    first_delay_ms: float = 0.0
+    throttle: str | None = None
+    exception_after: int | None = None
+    exception_type: str = "modelStreamErrorException"
+    cut_after: int | None = None
+    truncate_after: int | None = None
+    bad_crc_after: int | None = None
+    tool_use: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("chunks", "chunk_bytes", "exception_after", "cut_after", "truncate_after", "bad_crc_after"):
+            _check_count(name, getattr(self, name))
+        if self.chunk_bytes is not None:
+            if self.chunk_bytes < 1:
+                raise ValueError(f"chunk_bytes must be at least 1, got {self.chunk_bytes!r}")
+            if self.text is not None:
+                raise ValueError("text and chunk_bytes cannot be combined")
+        for name in ("delay_ms", "first_delay_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if self.text is not None and not isinstance(self.text, str):
+            raise ValueError(f"text must be a string, got {self.text!r}")
+        if self.throttle not in (None, "http"):
+            raise ValueError(f'throttle must be "http" or null, got {self.throttle!r}')
+        if self.exception_type not in STREAM_EXCEPTION_TYPES:
+            raise ValueError(
+                f"exception_type must be one of {', '.join(STREAM_EXCEPTION_TYPES)}, "
+                f"got {self.exception_type!r}"
+            )
+        terminal = [n for n in ("exception_after", "cut_after", "truncate_after") if getattr(self, n) is not None]
+        if len(terminal) > 1:
+            raise ValueError(f"set at most one of exception_after, cut_after, truncate_after (got {terminal})")
+        if self.tool_use is not None:
+            object.__setattr__(self, "tool_use", _normalise_tool_use(self.tool_use))
+
+    def with_knobs(self, knobs: Mapping[str, Any]) -> Scenario:
+        """Return a copy with the JSON-typed ``knobs`` (a body's ``fake`` object) applied."""
+        unknown = sorted(set(knobs) - _KNOB_NAMES)
+        if unknown:
+            raise ValueError(f"unknown fake knob(s) {unknown}; known: {sorted(_KNOB_NAMES)}")
+        return dataclasses.replace(self, **knobs)
+
+    def with_headers(self, headers: Mapping[str, str]) -> Scenario:
+        """Return a copy with ``X-Fake-*`` headers applied (names in any case, ``-`` or ``_``)."""
+        knobs: dict[str, Any] = {}
+        for name, raw in headers.items():
+            lowered = name.lower()
+            if not lowered.startswith("x-fake-"):
+                continue
+            knob = lowered[len("x-fake-") :].replace("-", "_")
+            if knob not in _KNOB_NAMES:
+                raise ValueError(f"unknown fake knob header {name!r}; known knobs: {sorted(_KNOB_NAMES)}")
+            knobs[knob] = _knob_from_header(knob, raw)
+        return dataclasses.replace(self, **knobs) if knobs else self
+
+
+_KNOB_NAMES = frozenset(f.name for f in dataclasses.fields(Scenario))
+_INT_KNOBS = frozenset(
+    {"chunks", "chunk_bytes", "exception_after", "cut_after", "truncate_after", "bad_crc_after"}
+)
+_FLOAT_KNOBS = frozenset({"delay_ms", "first_delay_ms"})
+
+
+def _check_count(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+
+
+def _knob_from_header(knob: str, raw: str) -> Any:
+    value = raw.strip()
+    if knob == "text":
+        # Percent-encoded UTF-8, as for the fake OpenAI provider. http.server decoded
+        # the header bytes as Latin-1; undo that first in case raw UTF-8 was sent.
+        return unquote(raw.encode("latin-1", "replace").decode("utf-8", "replace"))
+    if value.lower() in ("", "null", "none"):
+        return None
+    try:
+        if knob in _INT_KNOBS:
+            return int(value)
+        if knob in _FLOAT_KNOBS:
+            return float(value)
+        if knob == "tool_use":
+            return json.loads(value)
+    except ValueError as exc:
+        raise ValueError(f"X-Fake header for {knob}: cannot parse {raw!r}") from exc
+    return value
+
+
+def _normalise_tool_use(tool_use: Any) -> dict[str, Any]:
+    if not isinstance(tool_use, Mapping):
+        raise ValueError(f"tool_use must be an object, got {tool_use!r}")
+    unknown = sorted(set(tool_use) - {"name", "input", "tool_use_id"})
+    if unknown:
+        raise ValueError(f"tool_use has unknown field(s) {unknown}")
+    name = tool_use.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("tool_use.name must be a non-empty string")
+    tool_input = tool_use.get("input", {})
+    if not isinstance(tool_input, Mapping):
+        raise ValueError("tool_use.input must be an object")
+    tool_use_id = tool_use.get("tool_use_id", DEFAULT_TOOL_USE_ID)
+    if not isinstance(tool_use_id, str) or not tool_use_id:
+        raise ValueError("tool_use.tool_use_id must be a non-empty string")
+    return {"name": name, "input": dict(tool_input), "tool_use_id": tool_use_id}
+
+
+def fake_tokens(scenario: Scenario) -> list[str]:
+    """Return the text deltas ``scenario`` streams, in order; ``"".join`` of them is
+    the full answer text (what Converse returns). Deterministic, and the same rules as
+    the fake OpenAI provider's ``fake_tokens``:
+
+    - ``chunk_bytes=B``: ``chunks`` deltas (default: one per word of DEFAULT_TEXT),
+      delta *i* being exactly B ASCII characters, ``f"c{i} "`` then lorem-ipsum filler.
+    - ``chunks=N`` without ``text``: ``["w0", " w1", ..., " w{N-1}"]``.
+    - ``chunks=N`` with ``text``: the text cut into N pieces of near-equal length (the
+      first ``len % N`` one character longer; empty pieces when N exceeds the length).
+    - otherwise one delta per word of the text (default DEFAULT_TEXT), each word
+      carrying the whitespace before it, the last one any trailing whitespace too.
+    """
+    count = scenario.chunks
+    if scenario.chunk_bytes is not None:
+        size = scenario.chunk_bytes
+        if count is None:
+            count = len(_words(DEFAULT_TEXT))
+        filler = _FILLER * (size // len(_FILLER) + 1)
+        return [(f"c{index} " + filler)[:size] for index in range(count)]
+    if count is not None and scenario.text is None:
+        return [f"w{index}" if index == 0 else f" w{index}" for index in range(count)]
+    text = DEFAULT_TEXT if scenario.text is None else scenario.text
+    if count is None:
+        return _words(text)
+    if count == 0:
+        return []
+    size, longer = divmod(len(text), count)
+    pieces, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < longer else 0)
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
+def _words(text: str) -> list[str]:
+    words = _WORDS_RE.findall(text)
+    tail = text[sum(map(len, words)) :]
+    if tail:  # trailing whitespace, or a text that is only whitespace
+        if words:
+            words[-1] += tail
+        else:
+            words = [tail]
+    return words
+
+
+def _tool_input_fragments(tool_use: Mapping[str, Any]) -> list[str]:
+    """The tool input JSON in three consecutive pieces (some empty for tiny inputs)."""
+    text = json.dumps(tool_use["input"], separators=(",", ":"))
+    first, second = len(text) // 3, 2 * len(text) // 3
+    return [text[:first], text[first:second], text[second:]]
+
+
+# -- recorded requests and stats --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as the fake received it (recorded before its signature is checked).
+
+    ``path`` is the request target exactly as sent (percent-encoding intact);
+    ``headers`` are lower-cased (repeats joined with ``,``); ``body`` is the parsed JSON
+    or None when the body is not JSON; ``model_id`` is the decoded model id for a
+    recognised route; ``operation`` is ``"converse"``, ``"converse-stream"`` or None.
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    raw_body: bytes
+    model_id: str | None
+    operation: str | None
+
+
+class FakeBedrockStats:
+    """Counters of what the fake did, safe to read from any thread.
+
+    Every update happens under one ``threading.Condition`` and notifies it, so a test
+    waits for an effect with :meth:`wait_for` instead of sleeping.
+
+    ``requests``             RecordedRequests in arrival order (the latest
+                             MAX_RECORDED_REQUESTS, so a long benchmark stays bounded)
+    ``signature_failures``   requests refused with 403 (reasons in
+                             ``signature_failure_reasons``)
+    ``streams_started``      ConverseStream answers whose 200 headers went out
+    ``streams_completed``    ...whose every frame through ``metadata`` and the last chunk
+                             were written (bad_crc_after counts; exception_after,
+                             truncate_after and cut_after do not)
+    ``frames_written``       whole event-stream frames written (a truncated half is not)
+    ``bytes_written``        event-stream bytes written (HTTP chunk framing excluded)
+    ``client_disconnects``   a write failed or the peer closed while the fake paused
+    ``connections_open``     connections open now (a gauge; ``reset`` leaves it alone)
+    ``connections_closed``   connections closed so far
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._requests: list[RecordedRequest] = []
+        self.signature_failure_reasons: list[str] = []
+        self.signature_failures = 0
+        self.streams_started = 0
+        self.streams_completed = 0
+        self.frames_written = 0
+        self.bytes_written = 0
+        self.client_disconnects = 0
+        self.connections_open = 0
+        self.connections_closed = 0
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of the requests received so far, oldest first."""
+        with self._condition:
+            return list(self._requests)
+
+    def wait_for(self, predicate: Callable[[FakeBedrockStats], bool], timeout: float = 10.0) -> bool:
+        """Block until ``predicate(self)`` is true (re-checked after every update) or
+        ``timeout`` seconds pass; return its last value. The predicate runs under the
+        stats lock, so it sees consistent counters."""
+        with self._condition:
+            return bool(self._condition.wait_for(lambda: predicate(self), timeout))
+
+    def reset(self) -> None:
+        """Forget the requests and zero the counters (``connections_open`` excepted)."""
+        with self._condition:
+            self._requests.clear()
+            self.signature_failure_reasons = []
+            self.signature_failures = 0
+            self.streams_started = 0
+            self.streams_completed = 0
+            self.frames_written = 0
+            self.bytes_written = 0
+            self.client_disconnects = 0
+            self.connections_closed = 0
+            self._condition.notify_all()
+
+    def __repr__(self) -> str:
+        return (
+            f"FakeBedrockStats(requests={len(self._requests)}, "
+            f"signature_failures={self.signature_failures}, "
+            f"streams_started={self.streams_started}, streams_completed={self.streams_completed}, "
+            f"frames_written={self.frames_written}, bytes_written={self.bytes_written}, "
+            f"client_disconnects={self.client_disconnects}, "
+            f"connections_open={self.connections_open}, connections_closed={self.connections_closed})"
+        )
+
+    # The updates, each one notify.
+
+    def _add(self, **amounts: int) -> None:
+        with self._condition:
+            for name, amount in amounts.items():
+                setattr(self, name, getattr(self, name) + amount)
+            self._condition.notify_all()
+
+    def _frame_written(self, frames: int, frame_bytes: int) -> None:
+        # The one update on the per-frame path: no keyword plumbing.
+        with self._condition:
+            self.frames_written += frames
+            self.bytes_written += frame_bytes
+            self._condition.notify_all()
+
+    def _record_request(self, request: RecordedRequest) -> None:
+        with self._condition:
+            if len(self._requests) >= MAX_RECORDED_REQUESTS:
+                del self._requests[: len(self._requests) - MAX_RECORDED_REQUESTS + 1]
+            self._requests.append(request)
+            self._condition.notify_all()
+
+    def _record_signature_failure(self, reason: str) -> None:
+        with self._condition:
+            self.signature_failures += 1
+            self.signature_failure_reasons.append(reason)
+            self._condition.notify_all()
+
+
+# -- the pre-encoded stream -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One ``sendall``: an HTTP chunk holding one frame (or half of one)."""
+
+    chunk: bytes
+    pause: float  # seconds to wait before writing
+    frames: int  # whole frames in it: 1, or 0 for a truncated half
+    frame_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class _StreamPlan:
+    """Everything a ConverseStream answer writes, ready before the first byte.
+
+    After ``writes``: when ``cut``, wait ``cut_pause`` and close the connection;
+    otherwise write the last chunk. ``complete`` when the writes are the whole answer.
+    """
+
+    writes: tuple[_Write, ...]
+    complete: bool
+    cut: bool = False
+    cut_pause: float = 0.0
+
+
+def _padding(index: int) -> str:
+    # Real payloads carry a "p" of varying length; vary ours so frame sizes vary too.
+    return _PADDING_ALPHABET[: 1 + (index * 7) % len(_PADDING_ALPHABET)]
+
+
+def _http_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _corrupt_crc(frame: bytes) -> bytes:
+    return frame[:-1] + bytes([frame[-1] ^ 0xFF])
+
+
+def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    return {
+        "inputTokens": input_tokens,
+        "outputTokens": output_tokens,
+        "totalTokens": input_tokens + output_tokens,
+    }
+
+
+def _latency_ms(scenario: Scenario, deltas: int) -> int:
+    return max(1, int(scenario.first_delay_ms + scenario.delay_ms * max(0, deltas - 1)))
+
+
+def _build_plan(scenario: Scenario, input_tokens: int) -> _StreamPlan:
+    tokens = fake_tokens(scenario)
+    tool = scenario.tool_use
+    fragments = _tool_input_fragments(tool) if tool is not None else []
+    delay = scenario.delay_ms / 1000.0
+    events: list[tuple[str, dict[str, Any]]] = [("messageStart", {"role": "assistant"})]
+    events += [("contentBlockDelta", {"delta": {"text": token}, "contentBlockIndex": 0}) for token in tokens]
+    events.append(("contentBlockStop", {"contentBlockIndex": 0}))
+    if tool is not None:
+        start = {"toolUse": {"toolUseId": tool["tool_use_id"], "name": tool["name"]}}
+        events.append(("contentBlockStart", {"start": start, "contentBlockIndex": 1}))
+        events += [
+            ("contentBlockDelta", {"delta": {"toolUse": {"input": fragment}}, "contentBlockIndex": 1})
+            for fragment in fragments
+        ]
+        events.append(("contentBlockStop", {"contentBlockIndex": 1}))
+    events.append(("messageStop", {"stopReason": "tool_use" if tool is not None else "end_turn"}))
+    deltas = len(tokens) + len(fragments)
+    metadata = {
+        "usage": _usage(input_tokens, deltas),
+        "metrics": {"latencyMs": _latency_ms(scenario, deltas)},
+    }
+    events.append(("metadata", metadata))
+
+    frames = [
+        encode_event(name, {**payload, "p": _padding(index)}) for index, (name, payload) in enumerate(events)
+    ]
+    pauses, seen_delta = [], False
+    for name, _ in events:
+        is_delta = name == "contentBlockDelta"
+        pauses.append(delay if is_delta and seen_delta else 0.0)
+        seen_delta = seen_delta or is_delta
+
+    def position(after: int) -> int:
+        return 0 if after == 0 else 1 + min(after, len(tokens))
+
+    if scenario.bad_crc_after is not None:
+        at = position(scenario.bad_crc_after)
+        frames[at] = _corrupt_crc(frames[at])
+    writes = [_Write(_http_chunk(frame), pause, 1, len(frame)) for frame, pause in zip(frames, pauses)]
+    if scenario.exception_after is not None:
+        at = position(scenario.exception_after)
+        message = _STREAM_EXCEPTION_MESSAGES[scenario.exception_type]
+        frame = encode_exception(scenario.exception_type, message)
+        writes[at:] = [_Write(_http_chunk(frame), pauses[at], 1, len(frame))]
+        return _StreamPlan(tuple(writes), complete=False)
+    if scenario.truncate_after is not None:
+        at = position(scenario.truncate_after)
+        half = frames[at][: len(frames[at]) // 2]
+        writes[at:] = [_Write(_http_chunk(half), pauses[at], 0, len(half))]
+        return _StreamPlan(tuple(writes), complete=False)
+    if scenario.cut_after is not None:
+        at = position(scenario.cut_after)
+        return _StreamPlan(tuple(writes[:at]), complete=False, cut=True, cut_pause=pauses[at])
+    return _StreamPlan(tuple(writes), complete=True)
+
+
+class _PlanCache:
+    """Plans by scenario, so a benchmark repeating one scenario encodes it once.
+
+    Bounded in entries and in the size of a plan worth keeping: a scenario with
+    megabytes of filler is cheaper to re-encode than to pin in memory.
+    """
+
+    MAX_ENTRIES = 64
+    MAX_PLAN_BYTES = 4 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._plans: dict[tuple[str, int], _StreamPlan] = {}
+
+    def get(self, scenario: Scenario, input_tokens: int) -> _StreamPlan:
+        key = (json.dumps(dataclasses.asdict(scenario), sort_keys=True), input_tokens)
+        with self._lock:
+            plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        plan = _build_plan(scenario, input_tokens)
+        if sum(len(write.chunk) for write in plan.writes) <= self.MAX_PLAN_BYTES:
+            with self._lock:
+                if len(self._plans) >= self.MAX_ENTRIES:
+                    del self._plans[next(iter(self._plans))]  # the oldest
+                self._plans[key] = plan
+        return plan
+
+
+_plans = _PlanCache()
+
+
+def _count_input_tokens(body: Mapping[str, Any]) -> int:
+    """A deterministic stand-in for token counting: words of text in messages and system."""
+    words = 0
+    blocks: list[Any] = []
+    for message in body.get("messages") or []:
+        if isinstance(message, Mapping) and isinstance(message.get("content"), list):
+            blocks += message["content"]
+    if isinstance(body.get("system"), list):
+        blocks += body["system"]
+    for block in blocks:
+        if isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            words += len(block["text"].split())
+    return max(1, words)
+
+
+# -- the HTTP side ----------------------------------------------------------------------
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 1024
+
+    def __init__(self, address: tuple[str, int], fake: FakeBedrock) -> None:
+        self.fake = fake
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup that can
+        # stall for seconds on a machine with broken DNS; loopback needs no name.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            logger.debug("fake Bedrock: connection from %s ended: %r", client_address, error)
+        else:
+            logger.exception("fake Bedrock: handler failed for %s", client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server_version = "FakeBedrock/1.0"
+    sys_version = ""
+    server: _Server
+
+    # -- connection lifecycle
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.fake._connection_opened(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.fake._connection_closed(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        logger.debug("fake Bedrock %s - " + format, self.address_string(), *args)
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_POST
+
+    # -- one request
+
+    def _dispatch(self) -> None:
+        fake = self.server.fake
+        try:
+            self._serve(fake)
+        except (ConnectionError, TimeoutError) as error:
+            logger.debug("fake Bedrock: client went away: %r", error)
+            self._client_gone()
+
+    def _serve(self, fake: FakeBedrock) -> None:
+        try:
+            raw_body = self._read_body()
+        except _BadRequest as error:
+            self.close_connection = True  # the body was not read; the connection is unusable
+            self._send_error(error.status, error.error_type, error.message)
+            return
+        headers = self._lowered_headers()
+        path, _, query = self.path.partition("?")
+        route = _ROUTE_RE.fullmatch(path)
+        model_id = unquote(route.group(1)) if route else None
+        operation = route.group(2) if route else None
+        try:
+            body = json.loads(raw_body) if raw_body else None
+        except ValueError:
+            body = None
+        fake.stats._record_request(
+            RecordedRequest(self.command, self.path, headers, body, raw_body, model_id, operation)
+        )
+
+        # http.server decoded the request line as Latin-1; give the verifier the text
+        # those bytes spell in UTF-8, which is how a signer saw the path.
+        wire_path = path.encode("latin-1").decode("utf-8", "surrogateescape")
+        result = sigv4.verify(
+            self.command,
+            wire_path,
+            query,
+            headers,
+            raw_body,
+            access_key=fake.access_key,
+            secret_key=fake.secret_key,
+            region=fake.region,
+            service=SIGNING_SERVICE,
+            session_token=fake.session_token,
+        )
+        if not result.ok:
+            logger.debug("fake Bedrock: signature refused: %s", result.reason)
+            fake.stats._record_signature_failure(result.reason)
+            self._send_error(403, result.error_type, _signature_failure_message(result))
+            return
+        if route is None or self.command != "POST":
+            self._send_error(404, "ResourceNotFoundException", f"No route for {self.command} {path}")
+            return
+        if not isinstance(body, dict):
+            self._send_error(400, "ValidationException", "The request body must be a JSON object.")
+            return
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            self._send_error(400, "ValidationException", "messages: a non-empty array of messages is required.")
+            return
+        try:
+            scenario = _scenario_for(fake.default_scenario, body, headers)
+        except ValueError as error:
+            self._send_error(400, "ValidationException", f"fake Bedrock scenario: {error}")
+            return
+        if scenario.throttle == "http":
+            self._send_error(429, "ThrottlingException", THROTTLING_MESSAGE)
+            return
+        if operation == "converse":
+            self._converse(scenario, body)
+        else:
+            self._converse_stream(scenario, body)
+
+    def _converse(self, scenario: Scenario, body: Mapping[str, Any]) -> None:
+        tokens = fake_tokens(scenario)
+        # Converse answers after the whole generation: the first pause and every gap.
+        generation = scenario.first_delay_ms + scenario.delay_ms * max(0, len(tokens) - 1)
+        if not self._pause(generation / 1000.0):
+            self._client_gone()
+            return
+        if scenario.cut_after is not None:
+            self._cut()
+            return
+        if scenario.exception_after is not None:
+            status, error_type = _CONVERSE_ERRORS[scenario.exception_type]
+            self._send_error(status, error_type, _STREAM_EXCEPTION_MESSAGES[scenario.exception_type])
+            return
+        content: list[dict[str, Any]] = [{"text": "".join(tokens)}]
+        output_tokens = len(tokens)
+        tool = scenario.tool_use
+        if tool is not None:
+            tool_block = {"toolUseId": tool["tool_use_id"], "name": tool["name"], "input": tool["input"]}
+            content.append({"toolUse": tool_block})
+            output_tokens += len(_tool_input_fragments(tool))
+        answer = {
+            "output": {"message": {"role": "assistant", "content": content}},
+            "stopReason": "tool_use" if tool is not None else "end_turn",
+            "usage": _usage(_count_input_tokens(body), output_tokens),
+            "metrics": {"latencyMs": _latency_ms(scenario, len(tokens))},
+        }
+        self._send_json(200, answer)
+
+    def _converse_stream(self, scenario: Scenario, body: Mapping[str, Any]) -> None:
+        stats = self.server.fake.stats
+        plan = _plans.get(scenario, _count_input_tokens(body))
+        if not self._pause(scenario.first_delay_ms / 1000.0):
+            self._client_gone()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+        self.end_headers()
+        stats._add(streams_started=1)
+        sock = self.connection
+        # The hot loop: nothing but a pause check, one sendall and one counter update.
+        for write in plan.writes:
+            if write.pause and not self._pause(write.pause):
+                self._client_gone()
+                return
+            try:
+                sock.sendall(write.chunk)
+            except OSError as error:
+                logger.debug("fake Bedrock: stream write failed: %r", error)
+                self._client_gone()
+                return
+            stats._frame_written(write.frames, write.frame_bytes)
+        if plan.cut:
+            if plan.cut_pause and not self._pause(plan.cut_pause):
+                self._client_gone()
+                return
+            self._cut()
+            return
+        try:
+            sock.sendall(_LAST_CHUNK)
+        except OSError as error:
+            logger.debug("fake Bedrock: stream end failed: %r", error)
+            self._client_gone()
+            return
+        if plan.complete:
+            stats._add(streams_completed=1)
+
+    # -- helpers
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._read_chunked_body()
+        length_header = self.headers.get("Content-Length")
+        if length_header is None:
+            return b""
+        try:
+            length = int(length_header)
+        except ValueError:
+            raise _BadRequest(400, "ValidationException", f"Bad Content-Length {length_header!r}") from None
+        if length < 0 or length > MAX_REQUEST_BODY:
+            raise _BadRequest(413, "ValidationException", f"Request body must be 0..{MAX_REQUEST_BODY} bytes")
+        body = self.rfile.read(length)
+        if len(body) != length:
+            raise ConnectionError("client closed the connection inside the request body")
+        return body
+
+    def _read_chunked_body(self) -> bytes:
+        parts, total = [], 0
+        while True:
+            line = self.rfile.readline(1024)
+            if not line:
+                raise ConnectionError("client closed the connection inside a chunked body")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _BadRequest(400, "ValidationException", "Malformed chunked request body") from None
+            total += size
+            if total > MAX_REQUEST_BODY:
+                raise _BadRequest(413, "ValidationException", f"Request body exceeds {MAX_REQUEST_BODY} bytes")
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(parts)
+            parts.append(self.rfile.read(size))
+            self.rfile.readline(1024)  # the CRLF closing the chunk
+
+    def _lowered_headers(self) -> dict[str, str]:
+        lowered: dict[str, str] = {}
+        for name, value in self.headers.items():
+            key = name.lower()
+            lowered[key] = f"{lowered[key]},{value}" if key in lowered else value
+        return lowered
+
+    def _send_json(self, status: int, payload: Any, error_type: str | None = None) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+        if error_type:
+            self.send_header("x-amzn-ErrorType", error_type)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, status: int, error_type: str, message: str) -> None:
+        self._send_json(status, {"message": message}, error_type)
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` while watching the connection; False if the peer closed it
+        (or the fake is stopping), True once the time is up."""
+        if seconds <= 0:
+            return True
+        fake = self.server.fake
+        sock = self.connection
+        deadline = time.monotonic() + seconds
+        while not fake._stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            if not _wait_readable(sock, remaining):
+                return True
+            try:
+                peeked = sock.recv(1, socket.MSG_PEEK)
+            except OSError:
+                return False
+            if peeked == b"":
+                return False
+            # The peer sent bytes (a pipelined request): it is alive. Wait out the
+            # rest on the stop event, since the socket would stay readable.
+            fake._stopping.wait(max(0.0, deadline - time.monotonic()))
+        return False
+
+    def _client_gone(self) -> None:
+        self.close_connection = True
+        if not self.server.fake._stopping.is_set():
+            self.server.fake.stats._add(client_disconnects=1)
+
+    def _cut(self) -> None:
+        """End the connection mid-response: FIN without the terminating chunk."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _wait_readable(sock: socket.socket, timeout: float) -> bool:
+    fd = sock.fileno()
+    if fd < 0:
+        return True
+    if fd < _SELECT_FD_LIMIT:
+        readable, _, _ = select.select([sock], [], [], timeout)
+        return bool(readable)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(timeout * 1000.0))
+
+
+def _scenario_for(default: Scenario, body: Mapping[str, Any], headers: Mapping[str, str]) -> Scenario:
+    scenario = default
+    extra = body.get("additionalModelRequestFields")
+    if extra is not None:
+        if not isinstance(extra, Mapping):
+            raise ValueError("additionalModelRequestFields must be an object")
+        knobs = extra.get("fake")
+        if knobs is not None:
+            if not isinstance(knobs, Mapping):
+                raise ValueError("additionalModelRequestFields.fake must be an object")
+            scenario = scenario.with_knobs(knobs)
+    return scenario.with_headers(headers)
+
+
+def _signature_failure_message(result: sigv4.VerifyResult) -> str:
+    if result.error_type == sigv4.INVALID_SIGNATURE and result.canonical_request:
+        # AWS front ends show what they computed; so do we, it is what a signer needs.
+        return (
+            f"{sigv4.SIGNATURE_MISMATCH_MESSAGE}\n\n"
+            f"The Canonical String for this request should have been\n'{result.canonical_request}'\n\n"
+            f"The String-to-Sign should have been\n'{result.string_to_sign}'\n"
+        )
+    if result.error_type == sigv4.UNRECOGNIZED_CLIENT:
+        return f"The security token included in the request is invalid. ({result.reason})"
+    if result.error_type == sigv4.MISSING_TOKEN:
+        return "Missing Authentication Token"
+    return f"{sigv4.SIGNATURE_MISMATCH_MESSAGE} ({result.reason})"
+
+
+# -- the public object ------------------------------------------------------------------
+
+
+class FakeBedrock:
+    """A Bedrock runtime on loopback. Use as a context manager, or start()/stop().
+
+    ``default_scenario`` (settable at any time) shapes answers whose request does not
+    say otherwise. ``stats`` records what happened.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        access_key: str = "AKIDFAKEBEDROCK",
+        secret_key: str = "fake-secret-key",
+        session_token: str | None = None,
+        region: str = "us-east-1",
+    ) -> None:
+        if host == "localhost":
+            host = "127.0.0.1"
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"host must be an IPv4 loopback address, got {host!r}") from None
+        if address.version != 4 or not address.is_loopback:
+            raise ValueError(f"host must be an IPv4 loopback address, got {host!r}")
+        self.host = host
+        self._requested_port = port
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self.session_token = session_token
+        self.region = region
+        self.default_scenario = Scenario()
+        self.stats = FakeBedrockStats()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("FakeBedrock is not started")
+        return self._server.server_port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> FakeBedrock:
+        if self._server is not None or self._stopped:
+            raise RuntimeError("FakeBedrock can be started once")
+        server = _Server((self.host, self._requested_port), self)
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": _SHUTDOWN_POLL_SECONDS},
+            name=f"fake-bedrock-{server.server_port}",
+            daemon=True,
+        )
+        self._server, self._thread = server, thread
+        thread.start()
+        logger.debug("fake Bedrock listening on %s", self.url)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and end every open connection. Safe to call twice. Must not be
+        called from a request handler (``shutdown`` would wait for itself)."""
+        with self._lock:
+            if self._server is None or self._stopped:
+                self._stopped = True
+                return
+            self._stopped = True
+        self._stopping.set()
+        server, thread = self._server, self._thread
+        server.shutdown()
+        with self._lock:
+            open_connections = list(self._connections)
+        for sock in open_connections:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=5.0)
+        logger.debug("fake Bedrock stopped")
+
+    def __enter__(self) -> FakeBedrock:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self.url if self._server is not None else "not started"
+        return f"FakeBedrock({where}, region={self.region!r})"
+
+    def _connection_opened(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(sock)
+            stopping = self._stopping.is_set()
+        self.stats._add(connections_open=1)
+        if stopping:  # accepted just as stop() took its snapshot of open connections
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _connection_closed(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(sock)
+        self.stats._add(connections_open=-1, connections_closed=1)
