@@ -25,6 +25,7 @@ class Metrics:
         self._chunks = 0
         self._streams = Counter[str]()
         self._upstream_errors = Counter[str]()
+        self._upstream_retries = Counter[str]()
         self._ttfc_counts = [0] * (len(TTFC_BUCKETS) + 1)
         self._ttfc_sum = 0.0
 
@@ -39,6 +40,10 @@ class Metrics:
     def upstream_error(self, status: int | str) -> None:
         with self._lock:
             self._upstream_errors[str(status)] += 1
+
+    def upstream_retry(self, status: int) -> None:
+        with self._lock:
+            self._upstream_retries[str(status)] += 1
 
     def render(self) -> str:
         with self._lock:
@@ -62,6 +67,10 @@ class Metrics:
                 "# TYPE mlstream_upstream_errors_total counter",
                 *(f'mlstream_upstream_errors_total{{status="{k}"}} {v}'
                   for k, v in sorted(self._upstream_errors.items())),
+                "# HELP mlstream_upstream_retries_total Provider calls retried, by the status that was retried.",
+                "# TYPE mlstream_upstream_retries_total counter",
+                *(f'mlstream_upstream_retries_total{{status="{k}"}} {v}'
+                  for k, v in sorted(self._upstream_retries.items())),
                 "# HELP mlstream_time_to_first_chunk_seconds From request to first content event.",
                 "# TYPE mlstream_time_to_first_chunk_seconds histogram",
             ]

@@ -8,6 +8,7 @@ until all of that has passed, so a bad request costs the provider nothing.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -20,7 +21,9 @@ from .errors import BadRequest, MLStreamError, UpstreamError
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
 from .providers import dialect_for
+from .ratelimit import RateLimiter
 from .registry import Registry, ResolvedModel
+from .retry import RetryPolicy, send_with_retries
 from .settings import ServerSettings
 from .signing import sign_request
 from .streaming.channel import Channel
@@ -47,12 +50,15 @@ class Predictor:
         self._pool = pool
         self._metrics = metrics
         self._server = server
+        self._rate_limiter = RateLimiter()
 
     def predict(self, model_id: str, body: Any) -> dict[str, Any]:
         """The whole upstream answer in ml-commons' ``inference_results`` shape."""
         prepared = self._prepare(model_id, body)
         connector = prepared.model.connector
-        response = self._send(prepared.request, connector, stream=False)
+        response = send_with_retries(partial(self._send, prepared.request, connector, stream=False),
+                                     RetryPolicy.from_config(connector.client_config),
+                                     _wait_uninterrupted, self._metrics.upstream_retry)
         payload = self._upstream.read_body(response, prepared.request.url)
         if response.status >= 300:
             raise self._error_response(prepared, response.status, payload, response.headers)
@@ -74,7 +80,9 @@ class Predictor:
         dialect = dialect_for(prepared.parameters, connector)
         request = dialect.stream_request(prepared.request, connector, prepared.parameters)
         channel = Channel(self._server.stream_queue_chunks)
-        send = partial(self._send, request, connector, stream=True)
+        send = partial(send_with_retries, partial(self._send, request, connector, stream=True),
+                       RetryPolicy.from_config(connector.client_config),
+                       lambda seconds: not channel.wait_cancelled(seconds), self._metrics.upstream_retry)
         job = partial(read_stream, channel, send, partial(self._stream_error, prepared),
                       dialect.new_decoder(), request.url, self._server.client_stall_timeout)
         self._pool.submit(job)
@@ -89,6 +97,7 @@ class Predictor:
     def _prepare(self, model_id: str, body: Any) -> Prepared:
         parameters = _request_parameters(body)
         model = self._registry.resolve(model_id)
+        self._rate_limiter.acquire(model.model_id, model.rate_limit)
         merged = merge_parameters(model.connector, parameters)
         request = render_request(model.connector, merged)
         policy = self._cluster.endpoint_policy
@@ -105,6 +114,12 @@ class Predictor:
         self._metrics.upstream_error(status)
         return error_from_response(status, payload, prepared.request.url,
                                    prepared.model.connector.credential.values(), headers)
+
+
+def _wait_uninterrupted(seconds: float) -> bool:
+    """The non-stream backoff: the handler thread has nothing else to watch."""
+    time.sleep(seconds)
+    return True
 
 
 def _request_parameters(body: Any) -> dict[str, Any]:

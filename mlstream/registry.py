@@ -50,6 +50,16 @@ class RateLimit:
                    "MINUTES": 60.0, "HOURS": 3600.0, "DAYS": 86400.0}[self.unit]
         return self.limit / seconds
 
+    @property
+    def capacity(self) -> float:
+        """Tokens the bucket holds when full (at least one, so a fractional limit can pass)."""
+        return max(self.limit, 1.0)
+
+    @property
+    def limit_text(self) -> str:
+        """The limit as ml-commons stores it: a string, without a needless ".0"."""
+        return str(int(self.limit)) if self.limit == int(self.limit) else str(self.limit)
+
 
 @dataclass(frozen=True, slots=True)
 class ResolvedModel:
@@ -148,7 +158,7 @@ class Registry:
         if deploy:
             doc["last_deployed_time"] = stamp
         if rate_limiter is not None:
-            doc["rate_limiter"] = {"limit": _number_text(rate_limiter.limit), "unit": rate_limiter.unit}
+            doc["rate_limiter"] = {"limit": rate_limiter.limit_text, "unit": rate_limiter.unit}
         secret = None
         with self._store.transaction():
             if has_id:
@@ -296,10 +306,6 @@ def parse_rate_limiter(raw: Any) -> RateLimit | None:
     if not isinstance(unit, str) or unit.upper() not in TIME_UNITS:
         raise BadRequest(f"[rate_limiter.unit] must be one of {', '.join(TIME_UNITS)}")
     return RateLimit(value, unit.upper())
-
-
-def _number_text(value: float) -> str:
-    return str(int(value)) if value == int(value) else str(value)
 
 
 def _without_times(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -72,6 +72,11 @@ class Channel:
             self._cond.notify()
             return item
 
+    def wait_cancelled(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; True as soon as the stream is cancelled."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._cancelled, timeout)
+
     def attach_upstream(self, response: Any) -> bool:
         """Remember the response being read so ``cancel`` can wake its reader.
 

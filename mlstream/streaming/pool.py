@@ -27,7 +27,7 @@ class StreamPool:
         self.backlog = backlog
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlstream-reader")
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
+        self._changed = threading.Condition(self._lock)  # notified on every count change
         self.active = 0
         self.queued = 0
         self.rejected = 0
@@ -41,11 +41,13 @@ class StreamPool:
                     f"the stream pool is full ({self.workers} running, {self.backlog} waiting); "
                     "try again later")
             self.queued += 1
+            self._changed.notify_all()
         try:
             self._executor.submit(self._run, job)
         except RuntimeError:  # the executor was shut down
             with self._lock:
                 self.queued -= 1
+                self._changed.notify_all()
             raise Overloaded("the server is shutting down") from None
 
     @property
@@ -55,8 +57,12 @@ class StreamPool:
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no job runs or waits; False if some still do at ``timeout``."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self.active + self.queued == 0, timeout)
+        return self.wait_until(lambda pool: pool.active + pool.queued == 0, timeout)
+
+    def wait_until(self, predicate: Callable[["StreamPool"], bool], timeout: float) -> bool:
+        """Wait until ``predicate(pool)`` holds; False if it still does not at ``timeout``."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self), timeout)
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -65,6 +71,7 @@ class StreamPool:
         with self._lock:
             self.queued -= 1
             self.active += 1
+            self._changed.notify_all()
         try:
             job()
         except Exception:  # a bug in a reader must not kill the worker thread
@@ -72,5 +79,4 @@ class StreamPool:
         finally:
             with self._lock:
                 self.active -= 1
-                if self.active + self.queued == 0:
-                    self._idle.notify_all()
+                self._changed.notify_all()

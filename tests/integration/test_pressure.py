@@ -1,0 +1,335 @@
+"""The streaming core under pressure: slow, vanished and stalled clients, slow and
+failing providers, overload, many streams, shutdown, rate limits.
+
+Every wait is on a signal (a socket, the fake's counters, the pool's idle
+condition) with a generous hang guard; the two fixed windows below are the
+measurement itself ("while the client reads nothing for this long ...").
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import selectors
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from mlstream.testing.fake_openai import Scenario, fake_tokens
+
+from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, openai_connector, raw_request, read_response, stream_body
+from .test_cli import MLSTREAM
+
+# How long a client reads nothing in the backpressure test: the provider has to be
+# stuck for this long, not merely slowed.
+IDLE_WINDOW = 1.5
+
+
+def post_stream(url: str, model_id: str, body: dict | None = None, rcvbuf: int | None = None) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(HANG_GUARD)
+    sock.connect((host, int(port)))
+    payload = json.dumps(body or stream_body()).encode()
+    sock.sendall(f"POST /_plugins/_ml/models/{model_id}/_predict/stream HTTP/1.1\r\nHost: x\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    return sock
+
+
+def dataasmap(event: dict) -> dict:
+    return event["inference_results"][0]["output"][0]["dataAsMap"]
+
+
+def tcp_buffer_max(kind: str) -> int:
+    return int(Path(f"/proc/sys/net/ipv4/tcp_{kind}").read_text().split()[2])
+
+
+# 1. slow consumer -> backpressure ------------------------------------------------------------
+
+def test_a_client_reading_nothing_stalls_the_provider(make_server, fake):
+    queue_chunks = 8
+    server = make_server(stream_queue_chunks=queue_chunks)
+    client = Client(server.url)
+    scenario = Scenario(chunks=40_000, chunk_bytes=1000)  # a 40 MB answer
+    model_id = client.model_for(openai_connector(fake, model=scenario.to_model()))
+    sock = post_stream(server.url, model_id, rcvbuf=64 * 1024)
+    with sock, sock.makefile("rb") as reader:
+        assert fake.stats.wait_for(lambda s: s.streams_started == 1, HANG_GUARD)
+        # The client reads nothing: the provider must not get to the end of its answer.
+        finished = fake.stats.wait_for(lambda s: s.chunks_written == scenario.chunks, IDLE_WINDOW)
+        written = fake.stats.chunks_written * 1000
+        assert not finished
+        # Bound: the per-stream queue, one upstream read, and the four socket buffers in
+        # between (fake send, mlstream receive, mlstream send, client receive) at their
+        # kernel maximums.
+        bound = (queue_chunks + 64) * 1000 + 64 * 1024 + 2 * tcp_buffer_max("wmem") + 2 * tcp_buffer_max("rmem")
+        assert written <= bound, (written, bound)
+        # The client resumes and the answer arrives whole.
+        response = read_response(reader)
+    maps = [dataasmap(e) for e in response.events()]
+    assert len(maps) == scenario.chunks + 1 and maps[-1]["is_last"]
+    assert [m["content"] for m in maps[:3]] == fake_tokens(scenario)[:3]
+
+
+# 2. client goes away (see also test_predict_stream) --------------------------------------------
+
+def test_a_reset_client_releases_the_worker_and_the_upstream(make_server, fake):
+    server = make_server(stream_workers=2)
+    client = Client(server.url)
+    model_id = client.model_for(openai_connector(fake, model=Scenario(chunks=1000, delay_ms=50).to_model()))
+    sock = post_stream(server.url, model_id)
+    assert sock.recv(1)  # the response has started
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    sock.close()  # RST, not FIN
+    assert fake.stats.wait_for(lambda s: s.client_disconnects == 1, HANG_GUARD)
+    assert server.app.pool.wait_idle(HANG_GUARD)
+    assert fake.stats.wait_for(lambda s: s.connections_open == 0, HANG_GUARD)
+
+
+# 3. client stalls -> cut after the stall timeout ---------------------------------------------
+
+def test_a_stalled_client_is_cut_after_the_stall_timeout(make_server, fake):
+    server = make_server(client_stall_timeout=1.0, stream_queue_chunks=8)
+    client = Client(server.url)
+    model_id = client.model_for(openai_connector(fake, model=Scenario(chunks=40_000, chunk_bytes=1000).to_model()))
+    sock = post_stream(server.url, model_id, rcvbuf=64 * 1024)
+    with sock:
+        started = time.monotonic()
+        assert fake.stats.wait_for(lambda s: s.client_disconnects == 1, HANG_GUARD)
+        assert server.app.pool.wait_idle(HANG_GUARD)
+        assert time.monotonic() - started >= 1.0
+        # mlstream closed the connection: reading what is buffered ends in EOF, not a wait.
+        sock.settimeout(HANG_GUARD)
+        while sock.recv(1 << 20):
+            pass
+    assert fake.stats.streams_completed == 0
+
+
+# 4. provider slow or silent --------------------------------------------------------------------
+
+def client_config(**values) -> dict:
+    return {"client_config": values}
+
+
+def test_silent_provider_before_headers_is_a_504(client, fake):
+    connector = openai_connector(fake, model=Scenario(first_delay_ms=3000).to_model(),
+                                 **client_config(read_timeout=0.3))
+    model_id = client.model_for(connector)
+    for route in ("_predict/stream", "_predict"):
+        reply = client.call("POST", f"/_plugins/_ml/models/{model_id}/{route}", stream_body())
+        assert reply.status == 504 and reply.body["status"] == 504, reply.body
+
+
+def test_silent_provider_after_the_first_event_is_a_final_error_event(client, fake):
+    connector = openai_connector(fake, model=Scenario(chunks=3, delay_ms=3000).to_model(),
+                                 **client_config(read_timeout=0.3))
+    model_id = client.model_for(connector)
+    response = raw_request(client.base_url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
+                           json.dumps(stream_body()).encode())
+    events = response.events()
+    assert response.status == 200 and response.complete
+    assert dataasmap(events[0])["content"] == fake_tokens(Scenario(chunks=3))[0]
+    assert "read timeout" in events[-1]["error"]
+
+
+def test_heartbeats_keep_an_idle_stream_open(make_server, fake):
+    server = make_server(heartbeat_interval=0.1)
+    client = Client(server.url)
+    model_id = client.model_for(openai_connector(fake, model=Scenario(chunks=3, delay_ms=500).to_model()))
+    response = raw_request(server.url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
+                           json.dumps(stream_body()).encode())
+    pings = [c for c in response.chunks if c == b": ping\n\n"]
+    assert len(pings) >= 2
+    assert [dataasmap(e)["content"] for e in response.events()[:-1]] == fake_tokens(Scenario(chunks=3))
+
+
+# 5. provider fails -> retries before any token, never after -----------------------------------
+
+def test_5xx_is_retried_per_client_config_then_passed_on(client, fake):
+    connector = openai_connector(fake, model=Scenario(status=503).to_model(),
+                                 **client_config(max_retry_times=2, retry_backoff_millis=10,
+                                                 retry_backoff_policy="exponential_full_jitter"))
+    model_id = client.model_for(connector)
+    reply = client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict/stream", stream_body())
+    assert reply.status == 502 and "503" in reply.body["error"]["reason"]
+    assert len(fake.stats.requests) == 3
+    reply = client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict", stream_body())
+    assert reply.status == 502 and len(fake.stats.requests) == 6
+    assert 'mlstream_upstream_retries_total{status="503"} 4' in client.call("GET", "/metrics").body
+
+
+def test_retry_after_beyond_the_retry_bound_is_passed_on_at_once(client, fake):
+    connector = openai_connector(fake, model=Scenario(status=429, retry_after=30).to_model(),
+                                 **client_config(max_retry_times=5, retry_timeout_seconds=1))
+    model_id = client.model_for(connector)
+    reply = client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict/stream", stream_body())
+    assert reply.status == 429 and reply.headers["Retry-After"] == "30"
+    assert len(fake.stats.requests) == 1
+
+
+def test_no_retry_after_a_token_was_sent(client, fake):
+    connector = openai_connector(fake, model=Scenario(chunks=5, cut_after=2).to_model(),
+                                 **client_config(max_retry_times=3, retry_backoff_millis=10))
+    model_id = client.model_for(connector)
+    response = raw_request(client.base_url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
+                           json.dumps(stream_body()).encode())
+    assert "error" in response.events()[-1]
+    assert len(fake.stats.requests) == 1
+
+
+# 6. overload -> fast refusal, FIFO backlog ----------------------------------------------------------
+
+def metric(client: Client, name: str) -> float:
+    for line in client.call("GET", "/metrics").body.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_backlog_runs_in_arrival_order_and_overflow_is_refused(make_server, fake):
+    server = make_server(stream_workers=1, stream_backlog=2)
+    client = Client(server.url)
+    model_id = client.model_for(openai_connector(fake, model=Scenario(chunks=50, delay_ms=20).to_model()))
+
+    def body(tag: str) -> dict:
+        return {"parameters": {"messages": [{"role": "user", "content": tag}],
+                               "_llm_interface": "openai/v1/chat/completions"}}
+
+    first = post_stream(server.url, model_id, body("first"))
+    assert first.recv(1)
+    second = post_stream(server.url, model_id, body("second"))
+    third = post_stream(server.url, model_id, body("third"))
+    with first, second, third:
+        assert server.app.pool.wait_until(lambda pool: pool.queued == 2, HANG_GUARD)
+        assert (metric(client, "mlstream_streams_active"), metric(client, "mlstream_streams_queued")) == (1, 2)
+        started = time.monotonic()
+        refused = client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict/stream", body("fourth"))
+        assert refused.status == 429 and refused.headers["Retry-After"]
+        assert time.monotonic() - started < 1.0  # at once: no queueing, no timeout
+        first.close()
+        for sock in (second, third):
+            with sock.makefile("rb") as reader:
+                assert read_response(reader).complete
+    order = [r.body["messages"][0]["content"] for r in fake.stats.requests]
+    assert order == ["first", "second", "third"]
+
+
+# 7. many concurrent slow streams ----------------------------------------------------------------
+
+@pytest.mark.slow
+def test_500_concurrent_slow_streams_all_complete(make_server, fake):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+    count, chunks = 500, 20
+    server = make_server(stream_workers=512, heartbeat_interval=5.0)
+    client = Client(server.url)
+    scenario = Scenario(chunks=chunks, delay_ms=100)
+    model_id = client.model_for(openai_connector(fake, model=scenario.to_model()))
+    expected = "".join(fake_tokens(scenario))
+    payload = json.dumps(stream_body()).encode()
+    request = (f"POST /_plugins/_ml/models/{model_id}/_predict/stream HTTP/1.1\r\nHost: x\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode() + payload
+    selector = selectors.DefaultSelector()
+    buffers: dict[socket.socket, bytearray] = {}
+    host, port = server.url.removeprefix("http://").split(":")
+    for _ in range(count):
+        sock = socket.create_connection((host, int(port)), timeout=HANG_GUARD)
+        sock.sendall(request)
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ)
+        buffers[sock] = bytearray()
+    done: dict[socket.socket, bytes] = {}
+    deadline = time.monotonic() + 60
+    while len(done) < count and time.monotonic() < deadline:
+        for key, _ in selector.select(timeout=1.0):
+            sock = key.fileobj
+            data = sock.recv(65536)
+            buffers[sock] += data
+            if not data or buffers[sock].endswith(b"0\r\n\r\n"):
+                selector.unregister(sock)
+                done[sock] = bytes(buffers[sock])
+                sock.close()
+    assert len(done) == count
+    for raw in done.values():
+        head, _, body = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        text = body.decode()
+        contents = [json.loads(line[6:]) for line in text.split("\r\n") if line.startswith("data: ")]
+        assert "".join(dataasmap(e)["content"] for e in contents) == expected
+        assert dataasmap(contents[-1])["is_last"]
+    assert server.app.pool.wait_idle(HANG_GUARD)
+
+
+# 8. graceful shutdown -------------------------------------------------------------------------------
+
+def test_sigterm_drains_then_cancels_and_exits_0(tmp_path, fake):
+    process = subprocess.Popen(
+        [*MLSTREAM, "serve", "--port", "0", "--data-dir", str(tmp_path), "--trusted-endpoint", LOOPBACK_TRUST,
+         "--allow-private-endpoints", "--drain-timeout", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = process.stdout.readline().split()[-1]
+        client = Client(url)
+        short = client.model_for(openai_connector(fake, model=Scenario(chunks=4, delay_ms=100).to_model()))
+        long = client.model_for(openai_connector(fake, model=Scenario(chunks=1000, delay_ms=50).to_model()))
+        short_sock, long_sock = post_stream(url, short), post_stream(url, long)
+        with short_sock, long_sock:
+            assert short_sock.recv(1) and long_sock.recv(1)
+            process.send_signal(signal.SIGTERM)
+            with long_sock.makefile("rb") as reader:
+                long_response = read_response_after_first_byte(reader)
+            assert long_response.complete
+            assert "shutting down" in long_response.events()[-1]["error"]
+            with short_sock.makefile("rb") as reader:
+                short_response = read_response_after_first_byte(reader)
+            assert dataasmap(short_response.events()[-1])["is_last"]
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(tuple_of(url), timeout=HANG_GUARD)
+        process.wait(timeout=HANG_GUARD)
+        assert process.returncode == 0
+    finally:
+        process.kill()
+        process.communicate()
+
+
+def read_response_after_first_byte(reader):
+    """read_response for a socket whose first byte ("H") was already taken by recv(1)."""
+    class Prefixed:
+        def __init__(self) -> None:
+            self.first = True
+
+        def readline(self) -> bytes:
+            if self.first:
+                self.first = False
+                return b"H" + reader.readline()
+            return reader.readline()
+
+        def read(self, size: int) -> bytes:
+            return reader.read(size)
+    return read_response(Prefixed())
+
+
+def tuple_of(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+# 9. the model rate limiter --------------------------------------------------------------------------
+
+def test_model_rate_limiter_is_a_token_bucket_over_both_routes(client, fake):
+    connector_id = client.create_connector(openai_connector(fake))
+    model_id = client.register(connector_id, rate_limiter={"limit": "2", "unit": "MINUTES"})
+    assert client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict", stream_body()).status == 200
+    assert client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict/stream", stream_body()).status == 200
+    refused = client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict/stream", stream_body())
+    assert refused.status == 429 and 1 <= int(refused.headers["Retry-After"]) <= 30
+    assert client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict", stream_body()).status == 429
+    other = client.register(connector_id)  # limits are per model
+    assert client.call("POST", f"/_plugins/_ml/models/{other}/_predict", stream_body()).status == 200
+    assert len(fake.stats.requests) == 3
