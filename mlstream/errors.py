@@ -115,17 +115,18 @@ class UpstreamError(MLStreamError):
     error_type = "remote_inference_exception"
 
     def __init__(self, reason: str, *, upstream_status: int | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, kind: str = "stream") -> None:
         status = upstream_status if upstream_status and 400 <= upstream_status < 500 else 502
         super().__init__(reason, status=status, headers=headers)
         self.upstream_status = upstream_status
+        # What failed, for metrics: the provider's status, else "connection", "timeout"
+        # or "stream" (a malformed or failing stream).
+        self.kind = str(upstream_status) if upstream_status else kind
 
 
 class UpstreamTimeout(UpstreamError):
-    http_status = 504
-
     def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+        super().__init__(reason, kind="timeout")
         self.http_status = 504
 
 

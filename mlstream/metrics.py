@@ -11,6 +11,8 @@ import threading
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from .errors import MLStreamError, UpstreamError
+
 if TYPE_CHECKING:
     from .streaming.pool import StreamPool
 
@@ -37,9 +39,11 @@ class Metrics:
                 self._ttfc_counts[bisect.bisect_left(TTFC_BUCKETS, first_chunk_seconds)] += 1
                 self._ttfc_sum += first_chunk_seconds
 
-    def upstream_error(self, status: int | str) -> None:
-        with self._lock:
-            self._upstream_errors[str(status)] += 1
+    def upstream_failure(self, error: MLStreamError) -> None:
+        """Count a provider failure: by its HTTP status, or by kind when it never answered."""
+        if isinstance(error, UpstreamError):
+            with self._lock:
+                self._upstream_errors[error.kind] += 1
 
     def upstream_retry(self, status: int) -> None:
         with self._lock:
@@ -63,7 +67,7 @@ class Metrics:
                 "# HELP mlstream_chunks_total Content events relayed to clients.",
                 "# TYPE mlstream_chunks_total counter",
                 f"mlstream_chunks_total {self._chunks}",
-                "# HELP mlstream_upstream_errors_total Provider failures, by provider status (or kind).",
+                "# HELP mlstream_upstream_errors_total Provider failures: its HTTP status, or connection/timeout/stream.",
                 "# TYPE mlstream_upstream_errors_total counter",
                 *(f'mlstream_upstream_errors_total{{status="{k}"}} {v}'
                   for k, v in sorted(self._upstream_errors.items())),

@@ -55,6 +55,13 @@ class Predictor:
     def predict(self, model_id: str, body: Any) -> dict[str, Any]:
         """The whole upstream answer in ml-commons' ``inference_results`` shape."""
         prepared = self._prepare(model_id, body)
+        try:
+            return self._predict(prepared)
+        except UpstreamError as error:
+            self._metrics.upstream_failure(error)
+            raise
+
+    def _predict(self, prepared: Prepared) -> dict[str, Any]:
         connector = prepared.model.connector
         response = send_with_retries(partial(self._send, prepared.request, connector, stream=False),
                                      RetryPolicy.from_config(connector.client_config),
@@ -111,7 +118,6 @@ class Predictor:
 
     def _error_response(self, prepared: Prepared, status: int, payload: bytes,
                         headers: Any) -> UpstreamError:
-        self._metrics.upstream_error(status)
         return error_from_response(status, payload, prepared.request.url,
                                    prepared.model.connector.credential.values(), headers)
 
@@ -146,6 +152,6 @@ def _filtered(payload: bytes, response_filter: Any) -> Any:
     try:
         value = compile_path(response_filter).read(data)
     except PathNotFound:
-        raise UpstreamError(f"the provider's answer has nothing at {RESPONSE_FILTER} "
-                            f"{response_filter}") from None
+        raise BadRequest(f"[{RESPONSE_FILTER}] {response_filter} matches nothing in the provider's "
+                         "answer") from None
     return value if isinstance(value, dict) else {"response": value}

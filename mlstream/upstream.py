@@ -90,18 +90,18 @@ def translate_error(exc: BaseException, url: str) -> UpstreamError:
         return exc
     # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: test it first.
     if isinstance(exc, NewConnectionError):
-        return UpstreamError(f"could not connect to the provider at {host}: {_cause(exc)}")
+        return UpstreamError(f"could not connect to the provider at {host}: {_cause(exc)}", kind="connection")
     if isinstance(exc, ConnectTimeoutError):
         return UpstreamTimeout(f"timed out connecting to the provider at {host}")
     if isinstance(exc, (ReadTimeoutError, TimeoutError)):
         return UpstreamTimeout(f"the provider at {host} sent nothing within the read timeout")
     if isinstance(exc, SSLError):
-        return UpstreamError(f"TLS handshake with the provider at {host} failed")
+        return UpstreamError(f"TLS handshake with the provider at {host} failed", kind="connection")
     if isinstance(exc, (ProtocolError, OSError)):
-        return UpstreamError(f"the connection to the provider at {host} broke: {_cause(exc)}")
+        return UpstreamError(f"the connection to the provider at {host} broke: {_cause(exc)}", kind="connection")
     if isinstance(exc, HTTPError):
-        return UpstreamError(f"the call to the provider at {host} failed: {type(exc).__name__}")
-    return UpstreamError(f"the call to the provider at {host} failed")
+        return UpstreamError(f"the call to the provider at {host} failed: {type(exc).__name__}", kind="connection")
+    return UpstreamError(f"the call to the provider at {host} failed", kind="connection")
 
 
 def error_from_response(status: int, body: bytes, url: str, secrets: Iterable[str],

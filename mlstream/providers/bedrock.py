@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from botocore.eventstream import EventStreamBuffer, ParserError
 
 from ..connectors import Connector, UpstreamRequest
-from ..errors import BadRequest, UpstreamError
+from ..errors import BadRequest, UpstreamError, UpstreamTimeout
 from ..streaming.events import Delta, Done, Failure, StreamItem
 
 _CONVERSE_PATH = re.compile(r"/converse/?$")
@@ -114,13 +114,12 @@ class ConverseStreamDecoder:
         if message_type in ("exception", "error"):
             kind = headers.get(":exception-type") or headers.get(":error-code") or "exception"
             message = _payload(payload).get("message") or headers.get(":error-message") or kind
+            reason = f"Error from remote service: {kind}: {message}"
             status = _EXCEPTION_STATUS.get(kind, 502)
-            error = UpstreamError(f"Error from remote service: {kind}: {message}", upstream_status=status)
             if status == 504:
-                error.http_status = 504
-            if status == 429:
-                error.headers["Retry-After"] = "1"
-            return Failure(error)
+                return Failure(UpstreamTimeout(reason))
+            headers = {"Retry-After": "1"} if status == 429 else None
+            return Failure(UpstreamError(reason, upstream_status=status, headers=headers))
         if message_type != "event":
             return None
         event = headers.get(":event-type")

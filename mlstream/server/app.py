@@ -92,9 +92,13 @@ class App:
                                    self.metrics, settings)
         self.live_streams = LiveStreams()
         self.router = build_router(self)
+        # Set when shutdown begins: keep-alive connections are closed after their
+        # current request instead of waiting for another.
+        self.draining = threading.Event()
 
     def drain(self, timeout: float) -> None:
         """Let open streams finish for ``timeout`` seconds, then cancel the rest."""
+        self.draining.set()
         if not self.live_streams.wait_empty(timeout):
             count = self.live_streams.cancel_all(
                 MLStreamError("the server is shutting down", status=503))

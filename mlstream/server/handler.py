@@ -158,6 +158,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     # --- responses -------------------------------------------------------------
 
     def _write_reply(self, reply: Reply) -> None:
+        if self.server.app.draining.is_set():
+            self.close_connection = True
         if isinstance(reply.body, str):
             payload = reply.body.encode("utf-8")
         else:
@@ -220,6 +222,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 item = channel.get(heartbeat)
             if isinstance(item, Failure):
                 outcome = "refused"
+                app.metrics.upstream_failure(item.error)
                 self._write_reply(responses.error_reply(item.error))
                 return
             self.send_response(200)
@@ -244,6 +247,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                         batch.append(responses.LAST_CHUNK)
                         outcome = "completed"
                     elif isinstance(item, Failure):
+                        app.metrics.upstream_failure(item.error)
                         batch.append(responses.chunk(responses.error_event(item.error)))
                         batch.append(responses.LAST_CHUNK)
                         outcome = "failed"

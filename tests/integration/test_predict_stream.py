@@ -161,6 +161,7 @@ def test_upstream_unreachable_is_a_502(make_server, fake):
         reply = client.call("POST", f"/_plugins/_ml/models/{model_id}/{route}", stream_body())
         assert reply.status == 502, reply.body
         assert "could not connect" in reply.body["error"]["reason"]
+    assert 'mlstream_upstream_errors_total{status="connection"} 2' in client.call("GET", "/metrics").body
 
 
 def test_upstream_5xx_is_a_502_naming_the_status_and_429_keeps_retry_after(server, fake):
