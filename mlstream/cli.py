@@ -1,18 +1,21 @@
-"""Command line: ``mlstream serve``, ``mlstream demo``, ``mlstream --version``."""
+"""Command line: ``mlstream serve``, ``mlstream demo``, ``mlstream keys``, ``mlstream --version``."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__
+from . import __version__, config
 from .errors import MLStreamError
-from .settings import ServerSettings, default_stream_workers
+from .logs import configure_logging
+from .settings import ServerSettings
 
 log = logging.getLogger("mlstream")
 
@@ -24,58 +27,42 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mlstream {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="run the server")
-    add_serve_options(serve)
+    serve = commands.add_parser("serve", help="run the server (flags > MLSTREAM_* env > --config file)")
+    config.add_flags(serve)
 
     demo = commands.add_parser("demo", help=(
         "run a fake OpenAI provider and the server, stream one answer, keep serving"))
     demo.add_argument("--once", action="store_true", help="exit after the streamed answer")
     demo.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
     demo.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+
+    keys = commands.add_parser("keys", help="manage API keys")
+    key_commands = keys.add_subparsers(dest="keys_command", metavar="KEYS_COMMAND", required=True)
+    create = key_commands.add_parser("create", help="create a key; it is shown once, as the last line")
+    create.add_argument("--role", choices=("admin", "user"), required=True)
+    create.add_argument("--name", default=None)
+    key_commands.add_parser("list", help="list keys (never the keys themselves)")
+    revoke = key_commands.add_parser("revoke", help="revoke a key by its id")
+    revoke.add_argument("key_id")
+    for sub in key_commands.choices.values():
+        sub.add_argument("--data-dir", type=Path, default=None,
+                         help="the server's data directory (default: $MLSTREAM_DATA_DIR or ~/.mlstream)")
     return parser
-
-
-def add_serve_options(parser: argparse.ArgumentParser) -> None:
-    defaults = ServerSettings()
-    parser.add_argument("--host", default=defaults.host, help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=defaults.port, help="port; 0 picks a free one (default 9200)")
-    parser.add_argument("--data-dir", type=Path, default=defaults.data_dir,
-                        help="where the SQLite store lives (default ~/.mlstream)")
-    parser.add_argument("--stream-workers", type=int, default=default_stream_workers(),
-                        help="provider readers running at once (default processors x 4)")
-    parser.add_argument("--stream-backlog", type=int, default=defaults.stream_backlog,
-                        help="streams waiting for a reader before 429 (default 10000)")
-    parser.add_argument("--stream-queue-chunks", type=int, default=defaults.stream_queue_chunks,
-                        help="chunks buffered per stream for a slow client (default 64)")
-    parser.add_argument("--trusted-endpoint", action="append", default=[], metavar="REGEX",
-                        help="also trust connector URLs matching REGEX (repeatable)")
-    parser.add_argument("--allow-private-endpoints", action="store_true",
-                        help="allow connectors to call loopback/private addresses")
-    parser.add_argument("--client-stall-timeout", type=float, default=defaults.client_stall_timeout,
-                        help="seconds one write to a client may block before it is cut (default 60)")
-    parser.add_argument("--heartbeat-interval", type=float, default=defaults.heartbeat_interval,
-                        help="seconds of silence before an SSE ': ping' comment (default 15)")
-    parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout,
-                        help="seconds SIGTERM lets open streams finish (default 30)")
-    parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes,
-                        help="largest request body accepted (default 10 MiB)")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-
-
-def settings_from(args: argparse.Namespace) -> ServerSettings:
-    return ServerSettings(
-        host=args.host, port=args.port, data_dir=args.data_dir.expanduser(),
-        stream_workers=args.stream_workers, stream_backlog=args.stream_backlog,
-        stream_queue_chunks=args.stream_queue_chunks, trusted_endpoints=tuple(args.trusted_endpoint),
-        allow_private_endpoints=args.allow_private_endpoints,
-        client_stall_timeout=args.client_stall_timeout, heartbeat_interval=args.heartbeat_interval,
-        drain_timeout=args.drain_timeout, max_body_bytes=args.max_body_bytes)
 
 
 def serve(settings: ServerSettings) -> int:
     from .server.app import Server
 
-    server = Server(settings).start()
+    server = Server(settings)
+    if not server.app.authenticator.keys_exist:
+        if not _is_loopback(settings.host) and not settings.insecure_no_auth:
+            server.stop(drain_timeout=0)
+            raise MLStreamError(
+                f"refusing to serve on {settings.host} without API keys: create one with "
+                "'mlstream keys create --role admin', or pass --insecure-no-auth")
+        log.warning("no API keys exist: every route is open to anyone who can reach %s "
+                    "(create one with 'mlstream keys create --role admin')", settings.host)
+    server.start()
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -87,25 +74,69 @@ def serve(settings: ServerSettings) -> int:
     return 0
 
 
+def keys(args: argparse.Namespace) -> int:
+    from .auth import KeyStore
+    from .store import SQLiteStore
+
+    data_dir = args.data_dir or Path(os.environ.get("MLSTREAM_DATA_DIR", Path.home() / ".mlstream"))
+    store = SQLiteStore(data_dir.expanduser())
+    try:
+        key_store = KeyStore(store)
+        out = sys.stdout
+        if args.keys_command == "create":
+            key, secret = key_store.create(args.role, args.name)
+            out.write(f"created key {key.key_id} ({key.name}, role {key.role}); it is shown only "
+                      "once, below:\n")
+            out.write(secret + "\n")
+        elif args.keys_command == "list":
+            out.write(f"{'ID':<10} {'ROLE':<6} NAME\n")
+            for key in key_store.list():
+                out.write(f"{key.key_id:<10} {key.role:<6} {key.name}\n")
+        elif not key_store.revoke(args.key_id):
+            raise MLStreamError(f"no key with id {args.key_id}")
+        else:
+            out.write(f"revoked key {args.key_id}\n")
+        return 0
+    finally:
+        store.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "serve":
-            return serve(settings_from(args))
+            settings, sources = config.resolve(vars(args), os.environ, args.config)
+            if args.print_config:
+                sys.stdout.write(config.describe(settings, sources, os.environ))
+                return 0
+            configure_logging(settings.log_level, settings.log_format)
+            return serve(settings)
+        configure_logging(getattr(args, "log_level", "WARNING"), "text")
+        if args.command == "keys":
+            return keys(args)
         from .demo import run_demo
         return run_demo(port=args.port, once=args.once)
     except MLStreamError as exc:
+        configure_logging("ERROR", "text")
         log.error("%s", exc.reason)
         return 2
     except OSError as exc:
+        configure_logging("ERROR", "text")
         log.error("cannot start: %s", exc)
         return 1
+
+
+def _is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 if __name__ == "__main__":

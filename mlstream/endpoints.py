@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from .errors import EndpointRefused
 
 _LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
+_LEGACY_IPV4 = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,44 +37,54 @@ class EndpointPolicy:
         return parts.hostname
 
     def check_literal_host(self, host: str) -> None:
-        """The create-time check: a literal private address or a local name is refused."""
-        if self.allow_private:
-            return
-        address = _literal_address(host)
-        if host.lower().rstrip(".") in _LOCAL_NAMES or (address is not None and _is_private(address)):
-            raise EndpointRefused(f"Remote inference host name has private ip address: {host}")
+        """The create-time check (no DNS): a literal private address or a local name is refused.
 
-    def check_resolved_host(self, host: str, port: int | None) -> None:
-        """The call-time check: every address the host resolves to must be public."""
+        Names are judged again, by the address actually connected to, when a call is
+        made (``upstream.GuardedHTTPConnection``).
+        """
         if self.allow_private:
             return
-        self.check_literal_host(host)
+        name = host.lower().rstrip(".")
+        address = literal_address(name)
+        if (name in _LOCAL_NAMES or name.endswith(".localhost")
+                or (address is not None and is_private(address))):
+            raise EndpointRefused(private_host_message(host))
+
+
+def private_host_message(host: str) -> str:
+    return f"Remote inference host name has private ip address: {host}"
+
+
+def literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` as an IP address, in any spelling a resolver accepts; None for a name.
+
+    Besides dotted quads and IPv6 this takes the legacy IPv4 forms that inet_aton
+    (and so the system resolver) understands: 2130706433, 0x7f000001, 0177.0.0.1, 127.1.
+    """
+    bare = host.strip("[]").split("%")[0]
+    try:
+        return ipaddress.ip_address(bare)
+    except ValueError:
+        pass
+    if _LEGACY_IPV4.match(bare):
         try:
-            infos = socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)
+            return ipaddress.IPv4Address(socket.inet_aton(bare))
         except OSError:
-            return  # the connection attempt reports an unknown host as a 502
-        for info in infos:
-            if _is_private(ipaddress.ip_address(info[4][0].split("%")[0])):
-                raise EndpointRefused(f"Remote inference host name has private ip address: {host}")
+            return None
+    return None
+
+
+def is_private(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Loopback, private, link-local (cloud metadata), reserved, multicast or unspecified."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return (address.is_private or address.is_loopback or address.is_link_local
+            or address.is_reserved or address.is_multicast or address.is_unspecified)
 
 
 @lru_cache(maxsize=64)
 def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(pattern) for pattern in patterns)
-
-
-def _literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]").split("%")[0])
-    except ValueError:
-        return None
-
-
-def _is_private(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return (address.is_private or address.is_loopback or address.is_link_local
-            or address.is_reserved or address.is_multicast or address.is_unspecified)
 
 
 def _safe(url: str) -> str:

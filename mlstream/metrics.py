@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .streaming.pool import StreamPool
 
 # Time to first chunk: from the request's arrival to the first event written.
+DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 TTFC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -28,16 +29,25 @@ class Metrics:
         self._streams = Counter[str]()
         self._upstream_errors = Counter[str]()
         self._upstream_retries = Counter[str]()
-        self._ttfc_counts = [0] * (len(TTFC_BUCKETS) + 1)
-        self._ttfc_sum = 0.0
+        self._ttfc = Histogram(TTFC_BUCKETS)
+        self._http_requests = Counter[tuple[str, str, int]]()
+        self._http_durations: dict[str, Histogram] = {}
 
     def stream_finished(self, outcome: str, chunks: int, first_chunk_seconds: float | None) -> None:
         with self._lock:
             self._streams[outcome] += 1
             self._chunks += chunks
             if first_chunk_seconds is not None:
-                self._ttfc_counts[bisect.bisect_left(TTFC_BUCKETS, first_chunk_seconds)] += 1
-                self._ttfc_sum += first_chunk_seconds
+                self._ttfc.observe(first_chunk_seconds)
+
+    def http_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """One answered request; ``route`` is the route's template, so labels stay few."""
+        with self._lock:
+            self._http_requests[(route, method, status)] += 1
+            histogram = self._http_durations.get(route)
+            if histogram is None:
+                histogram = self._http_durations[route] = Histogram(DURATION_BUCKETS)
+            histogram.observe(seconds)
 
     def upstream_failure(self, error: MLStreamError) -> None:
         """Count a provider failure: by its HTTP status, or by kind when it never answered."""
@@ -77,12 +87,38 @@ class Metrics:
                   for k, v in sorted(self._upstream_retries.items())),
                 "# HELP mlstream_time_to_first_chunk_seconds From request to first content event.",
                 "# TYPE mlstream_time_to_first_chunk_seconds histogram",
+                *self._ttfc.lines("mlstream_time_to_first_chunk_seconds", ""),
+                "# HELP mlstream_http_requests_total HTTP requests answered, by route template, method and status.",
+                "# TYPE mlstream_http_requests_total counter",
+                *(f'mlstream_http_requests_total{{route="{route}",method="{method}",status="{status}"}} {n}'
+                  for (route, method, status), n in sorted(self._http_requests.items())),
+                "# HELP mlstream_http_request_duration_seconds Time to answer (streams: to their end), by route.",
+                "# TYPE mlstream_http_request_duration_seconds histogram",
             ]
-            cumulative = 0
-            for bound, count in zip((*TTFC_BUCKETS, float("inf")), self._ttfc_counts):
-                cumulative += count
-                label = "+Inf" if bound == float("inf") else repr(bound)
-                lines.append(f'mlstream_time_to_first_chunk_seconds_bucket{{le="{label}"}} {cumulative}')
-            lines.append(f"mlstream_time_to_first_chunk_seconds_sum {self._ttfc_sum}")
-            lines.append(f"mlstream_time_to_first_chunk_seconds_count {cumulative}")
+            for route, histogram in sorted(self._http_durations.items()):
+                lines += histogram.lines("mlstream_http_request_duration_seconds", f'route="{route}"')
         return "\n".join(lines) + "\n"
+
+
+class Histogram:
+    """Prometheus histogram buckets (callers hold the Metrics lock)."""
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self._bounds = buckets
+        self._counts = [0] * (len(buckets) + 1)
+        self._sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self._counts[bisect.bisect_left(self._bounds, value)] += 1
+        self._sum += value
+
+    def lines(self, name: str, labels: str) -> list[str]:
+        prefix = f"{labels}," if labels else ""
+        out, cumulative = [], 0
+        for bound, count in zip((*self._bounds, float("inf")), self._counts):
+            cumulative += count
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            out.append(f'{name}_bucket{{{prefix}le="{le}"}} {cumulative}')
+        suffix = f"{{{labels}}}" if labels else ""
+        out += [f"{name}_sum{suffix} {self._sum}", f"{name}_count{suffix} {cumulative}"]
+        return out

@@ -35,6 +35,13 @@ RESPONSE_FILTER = "response_filter"
 
 
 @dataclass(frozen=True, slots=True)
+class PredictResult:
+    body: dict[str, Any]
+    upstream_status: int
+    upstream_seconds: float  # from sending the request to the last byte of the answer
+
+
+@dataclass(frozen=True, slots=True)
 class Prepared:
     model: ResolvedModel
     parameters: dict[str, Any]
@@ -52,29 +59,31 @@ class Predictor:
         self._server = server
         self._rate_limiter = RateLimiter()
 
-    def predict(self, model_id: str, body: Any) -> dict[str, Any]:
+    def predict(self, model_id: str, body: Any, request_id: str = "") -> PredictResult:
         """The whole upstream answer in ml-commons' ``inference_results`` shape."""
-        prepared = self._prepare(model_id, body)
+        prepared = self._prepare(model_id, body, request_id)
         try:
             return self._predict(prepared)
         except UpstreamError as error:
             self._metrics.upstream_failure(error)
             raise
 
-    def _predict(self, prepared: Prepared) -> dict[str, Any]:
+    def _predict(self, prepared: Prepared) -> PredictResult:
         connector = prepared.model.connector
+        sent = time.monotonic()
         response = send_with_retries(partial(self._send, prepared.request, connector, stream=False),
                                      RetryPolicy.from_config(connector.client_config),
                                      _wait_uninterrupted, self._metrics.upstream_retry)
         payload = self._upstream.read_body(response, prepared.request.url)
+        upstream_seconds = time.monotonic() - sent
         if response.status >= 300:
             raise self._error_response(prepared, response.status, payload, response.headers)
-        return {"inference_results": [{
+        return PredictResult({"inference_results": [{
             "output": [{"name": "response",
                         "dataAsMap": _filtered(payload, prepared.parameters.get(RESPONSE_FILTER))}],
-            "status_code": response.status}]}
+            "status_code": response.status}]}, response.status, upstream_seconds)
 
-    def open_stream(self, model_id: str, body: Any) -> Channel:
+    def open_stream(self, model_id: str, body: Any, request_id: str = "") -> Channel:
         """Start relaying the model's answer; the returned channel yields its items.
 
         Raises before anything is started for bad input, a disabled stream
@@ -82,7 +91,7 @@ class Predictor:
         """
         if not self._cluster.stream_enabled:
             raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
-        prepared = self._prepare(model_id, body)
+        prepared = self._prepare(model_id, body, request_id)
         connector = prepared.model.connector
         dialect = dialect_for(prepared.parameters, connector)
         request = dialect.stream_request(prepared.request, connector, prepared.parameters)
@@ -99,17 +108,19 @@ class Predictor:
               stream: bool) -> urllib3.BaseHTTPResponse:
         if connector.protocol == "aws_sigv4":
             request = sign_request(request, connector)  # per send: the signature is timestamped
-        return self._upstream.send(request, connector.client_config, stream=stream)
+        return self._upstream.send(request, connector.client_config, stream=stream,
+                                   allow_private=self._cluster.endpoint_policy.allow_private)
 
-    def _prepare(self, model_id: str, body: Any) -> Prepared:
+    def _prepare(self, model_id: str, body: Any, request_id: str) -> Prepared:
         parameters = _request_parameters(body)
         model = self._registry.resolve(model_id)
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
         merged = merge_parameters(model.connector, parameters)
         request = render_request(model.connector, merged)
+        if request_id and not any(name.lower() == "x-request-id" for name in request.headers):
+            request.headers["X-Request-Id"] = request_id  # lets the provider's logs be matched
         policy = self._cluster.endpoint_policy
-        host = policy.check_url(request.url)
-        policy.check_resolved_host(host, urllib3.util.parse_url(request.url).port)
+        policy.check_literal_host(policy.check_url(request.url))
         return Prepared(model, merged, request)
 
     def _stream_error(self, prepared: Prepared, response: urllib3.BaseHTTPResponse) -> MLStreamError:

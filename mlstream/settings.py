@@ -17,29 +17,47 @@ def default_stream_workers() -> int:
     return (os.cpu_count() or 1) * 4
 
 
+def _opt(default: Any = None, help: str = "", *, factory: Any = None) -> Any:  # noqa: A002
+    """A setting with the help text shown by ``--help`` and in the example config."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
-    """What `mlstream serve` was started with; fixed for the life of the process."""
+    """What `mlstream serve` was started with; fixed for the life of the process.
 
-    host: str = "127.0.0.1"
-    port: int = 9200
-    data_dir: Path = field(default_factory=lambda: Path.home() / ".mlstream")
-    stream_workers: int = field(default_factory=default_stream_workers)
-    # ml-commons' remote-inference queue size.
-    stream_backlog: int = 10_000
-    # Chunks buffered per stream between the provider reader and the client writer.
+    Every field is a flag (``--stream-workers``), a key of the TOML config file
+    (``stream_workers``) and an environment variable (``MLSTREAM_STREAM_WORKERS``).
+    """
+
+    host: str = _opt("127.0.0.1", "address to listen on")
+    port: int = _opt(9200, "port to listen on; 0 picks a free one")
+    data_dir: Path = _opt(help="where the SQLite store and the master key file live",
+                          factory=lambda: Path.home() / ".mlstream")
+    stream_workers: int = _opt(help="provider readers running at once (default: processors x 4, "
+                                    "as ml-commons sizes its remote-inference pool)",
+                               factory=default_stream_workers)
+    stream_backlog: int = _opt(10_000, "streams that may wait for a reader before new ones get 429")
     # Small on purpose: a slow client must push back on the provider, not grow memory.
-    stream_queue_chunks: int = 64
-    trusted_endpoints: tuple[str, ...] = ()
-    allow_private_endpoints: bool = False
-    # A single write to a client that stays blocked this long means the client stalled.
-    client_stall_timeout: float = 60.0
-    # SSE comment sent while a committed stream is idle, so proxies keep it open.
-    heartbeat_interval: float = 15.0
-    # Largest request body accepted (413 beyond).
-    max_body_bytes: int = 10 * 1024 * 1024
-    # How long SIGTERM lets running streams finish before cancelling them.
-    drain_timeout: float = 30.0
+    stream_queue_chunks: int = _opt(64, "chunks buffered per stream between provider and client")
+    trusted_endpoints: tuple[str, ...] = _opt((), "extra trusted connector URL regexes, on top of "
+                                                  "the cluster setting")
+    allow_private_endpoints: bool = _opt(False, "let connectors call loopback/private addresses")
+    client_stall_timeout: float = _opt(60.0, "seconds one write to a client may stay blocked "
+                                             "before the stream is cut")
+    heartbeat_interval: float = _opt(15.0, "seconds of provider silence before an SSE ': ping' comment")
+    drain_timeout: float = _opt(30.0, "seconds SIGTERM lets open streams finish before cancelling them")
+    max_body_bytes: int = _opt(10 * 1024 * 1024, "largest request body accepted (413 beyond)")
+    # A slowloris client trickling header bytes never trips a per-read timeout.
+    header_timeout: float = _opt(10.0, "seconds for a request line and headers to arrive (slowloris "
+                                       "guard); also the idle keep-alive limit")
+    tls_cert: Path | None = _opt(None, "PEM certificate (chain) file: serve HTTPS")
+    tls_key: Path | None = _opt(None, "PEM private key file for --tls-cert")
+    insecure_no_auth: bool = _opt(False, "allow serving without API keys on a non-loopback address")
+    log_level: str = _opt("INFO", "DEBUG, INFO, WARNING or ERROR")
+    log_format: str = _opt("text", "text or json (one JSON object per line)")
 
     def __post_init__(self) -> None:
         for name in ("stream_workers", "stream_queue_chunks"):
@@ -47,6 +65,15 @@ class ServerSettings:
                 raise BadRequest(f"{name.replace('_', '-')} must be at least 1")
         if self.stream_backlog < 0:
             raise BadRequest("stream-backlog must not be negative")
+        for name in ("client_stall_timeout", "heartbeat_interval", "header_timeout", "max_body_bytes"):
+            if getattr(self, name) <= 0:
+                raise BadRequest(f"{name.replace('_', '-')} must be greater than 0")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise BadRequest("tls-cert and tls-key go together")
+        if self.log_format not in ("text", "json"):
+            raise BadRequest("log-format must be text or json")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise BadRequest("log-level must be DEBUG, INFO, WARNING or ERROR")
 
 
 # --- cluster settings (GET/PUT /_cluster/settings) ---------------------------------

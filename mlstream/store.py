@@ -23,7 +23,8 @@ from .errors import MLStreamError
 
 log = logging.getLogger(__name__)
 
-KINDS = ("connector", "model", "task")
+# meta: the store's own bookkeeping (e.g. the master-key check value).
+KINDS = ("connector", "model", "task", "apikey", "meta")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,13 @@ class Store(ABC):
     @abstractmethod
     def put_settings(self, values: dict[str, Any]) -> None:
         """Set each key; a value of None removes it (back to the default)."""
+
+    @abstractmethod
+    def change_counter(self) -> int:
+        """A number that changes whenever another process has written to the store.
+
+        Lets a server pick up API keys created by ``mlstream keys`` without polling.
+        """
 
     @abstractmethod
     def close(self) -> None: ...
@@ -155,6 +163,11 @@ class SQLiteStore(Store):
                         "INSERT INTO settings (key, value) VALUES (?, ?) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                         (key, json.dumps(value)))
+
+    def change_counter(self) -> int:
+        # PRAGMA data_version changes when another connection commits; cheap (no I/O).
+        row = self._query_one("PRAGMA data_version", ())
+        return int(row[0]) if row else 0
 
     def close(self) -> None:
         with self._lock:

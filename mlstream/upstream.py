@@ -8,20 +8,28 @@ a decision of the caller, which knows whether anything was sent downstream.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
+import socket
 import threading
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 import urllib3
-from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NewConnectionError,
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError,
                                 ProtocolError, ReadTimeoutError, SSLError)
 
 from .connectors import ClientConfig, UpstreamRequest
-from .errors import UpstreamError, UpstreamTimeout
+from .endpoints import is_private, private_host_message
+from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamTimeout
 
 log = logging.getLogger(__name__)
+# With block=False a burst beyond a connector's max_connection opens extra connections,
+# and urllib3 warns for each one it then discards; that is the intended behaviour here.
+logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
 # A non-streaming answer is read whole into memory; past this size the provider is
 # misbehaving (chat answers are kilobytes).
@@ -30,19 +38,69 @@ MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 MAX_ERROR_BODY_BYTES = 64 * 1024
 
 
+class _GuardedConnectionMixin:
+    """Connects only to public addresses, and to exactly the address it checked.
+
+    The host is resolved once here; every address is checked, and the socket is
+    opened to one of those same addresses (TLS still verifies and sends SNI for the
+    host name). Checking a name and then letting the connection resolve it again
+    would leave a DNS-rebinding window between the two.
+    """
+
+    host: str
+    port: int
+    _dns_host: str
+
+    def _new_conn(self) -> socket.socket:
+        try:
+            infos = socket.getaddrinfo(self._dns_host, self.port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
+        addresses = list(dict.fromkeys(info[4][0] for info in infos))
+        if any(is_private(ipaddress.ip_address(address.split("%")[0])) for address in addresses):
+            raise EndpointRefused(private_host_message(self.host))
+        name, last_error = self._dns_host, None
+        try:
+            for address in addresses:
+                self._dns_host = address
+                try:
+                    return super()._new_conn()  # type: ignore[misc]
+                except NewConnectionError as exc:
+                    last_error = exc
+            raise last_error or NewConnectionError(self, "no address to connect to")  # type: ignore[arg-type]
+        finally:
+            self._dns_host = name
+
+
+class GuardedHTTPConnection(_GuardedConnectionMixin, HTTPConnection):
+    pass
+
+
+class GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
+    pass
+
+
+class GuardedHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = GuardedHTTPConnection
+
+
+class GuardedHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = GuardedHTTPSConnection
+
+
 class UpstreamClient:
-    """Connection pools keyed by each connector's ``max_connection``."""
+    """Connection pools keyed by ``max_connection`` and whether private addresses are allowed."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._managers: dict[int, urllib3.PoolManager] = {}
+        self._managers: dict[tuple[int, bool], urllib3.PoolManager] = {}
 
-    def send(self, request: UpstreamRequest, config: ClientConfig, *,
-             stream: bool) -> urllib3.BaseHTTPResponse:
+    def send(self, request: UpstreamRequest, config: ClientConfig, *, stream: bool,
+             allow_private: bool = False) -> urllib3.BaseHTTPResponse:
         """Send ``request``; the response body is left unread when ``stream``."""
         timeout = urllib3.Timeout(connect=config.connection_timeout, read=config.read_timeout)
         try:
-            return self._manager(config.max_connection).request(
+            return self._manager(config.max_connection, allow_private).request(
                 request.method, request.url, body=request.body, headers=request.headers,
                 timeout=timeout, retries=False, redirect=False, preload_content=False,
                 decode_content=True)
@@ -72,21 +130,24 @@ class UpstreamClient:
         for manager in managers:
             manager.clear()
 
-    def _manager(self, max_connection: int) -> urllib3.PoolManager:
+    def _manager(self, max_connection: int, allow_private: bool) -> urllib3.PoolManager:
         with self._lock:
-            manager = self._managers.get(max_connection)
+            manager = self._managers.get((max_connection, allow_private))
             if manager is None:
                 # block=False: a burst past max_connection opens extra connections
                 # rather than waiting; they are closed instead of pooled afterwards.
                 manager = urllib3.PoolManager(num_pools=64, maxsize=max_connection, block=False)
-                self._managers[max_connection] = manager
+                if not allow_private:
+                    manager.pool_classes_by_scheme = {"http": GuardedHTTPConnectionPool,
+                                                      "https": GuardedHTTPSConnectionPool}
+                self._managers[(max_connection, allow_private)] = manager
             return manager
 
 
-def translate_error(exc: BaseException, url: str) -> UpstreamError:
+def translate_error(exc: BaseException, url: str) -> MLStreamError:
     """A urllib3/socket error as an UpstreamError naming only the host."""
     host = _host(url)
-    if isinstance(exc, UpstreamError):
+    if isinstance(exc, MLStreamError):  # ours already (the endpoint guard, a prior translation)
         return exc
     # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: test it first.
     if isinstance(exc, NewConnectionError):

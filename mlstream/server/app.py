@@ -17,11 +17,15 @@ final error event), then close the pool, the upstream pools and the store.
 from __future__ import annotations
 
 import logging
+import socket
+import ssl
+import sys
 import threading
 from http.server import ThreadingHTTPServer
 
 from ..cluster import ClusterSettings
-from ..credentials import CredentialCodec, PlainCodec
+from ..auth import Authenticator
+from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError
 from ..metrics import Metrics
 from ..predict import Predictor
@@ -31,6 +35,7 @@ from ..store import SQLiteStore, Store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
+from .deadlines import Deadlines
 from .handler import HTTPRequestHandler
 from .handlers import build_router
 
@@ -83,8 +88,14 @@ class App:
                  codec: CredentialCodec | None = None) -> None:
         self.settings = settings
         self.store = store or SQLiteStore(settings.data_dir)
+        try:
+            codec = codec or open_codec(self.store, settings.data_dir)
+        except BaseException:
+            self.store.close()
+            raise
         self.cluster = ClusterSettings(self.store, settings)
-        self.registry = Registry(self.store, codec or PlainCodec(), lambda: self.cluster.endpoint_policy)
+        self.authenticator = Authenticator(self.store)
+        self.registry = Registry(self.store, codec, lambda: self.cluster.endpoint_policy)
         self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
         self.upstream = UpstreamClient()
         self.metrics = Metrics(self.pool)
@@ -95,6 +106,19 @@ class App:
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
+
+    def readiness_problems(self) -> list[str]:
+        """Why the server should not get new traffic now (empty when ready)."""
+        problems = []
+        try:
+            self.store.change_counter()
+        except Exception:  # noqa: BLE001 - any store failure means not ready
+            problems.append("the store cannot be read")
+        if self.pool.active >= self.pool.workers and self.pool.queued >= self.pool.backlog:
+            problems.append("the stream pool and its backlog are full")
+        if self.draining.is_set():
+            problems.append("shutting down")
+        return problems
 
     def drain(self, timeout: float) -> None:
         """Let open streams finish for ``timeout`` seconds, then cancel the rest."""
@@ -118,15 +142,49 @@ class MLStreamServer(ThreadingHTTPServer):
 
     def __init__(self, app: App) -> None:
         self.app = app
-        super().__init__((app.settings.host, app.settings.port), HTTPRequestHandler)
+        self.deadlines = Deadlines()
+        settings = app.settings
+        self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        try:
+            super().__init__((settings.host, settings.port), HTTPRequestHandler)
+            self.tls = settings.tls_cert is not None
+            if self.tls:
+                self.socket = tls_context(settings).wrap_socket(
+                    # The handshake runs in the connection's own thread, on its first
+                    # read, so a slow or bogus client never blocks the accept loop.
+                    self.socket, server_side=True, do_handshake_on_connect=False)
+        except BaseException:
+            self.deadlines.close()
+            raise
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        host = f"[{host}]" if ":" in host else host
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.deadlines.close()
 
     def handle_error(self, request, client_address) -> None:  # type: ignore[override]
+        error = sys.exc_info()[1]
+        if isinstance(error, (ssl.SSLError, ConnectionError, TimeoutError)):
+            # A failed TLS handshake or a peer that vanished is the client's business.
+            log.debug("connection from %s ended: %s", client_address[0], error)
+            return
         log.exception("unhandled error on the connection from %s", client_address[0])
+
+
+def tls_context(settings: ServerSettings) -> ssl.SSLContext:
+    """Modern server defaults: TLS 1.2 or newer, the stdlib's vetted cipher choice."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise MLStreamError(f"cannot load the TLS certificate and key: {exc}") from None
+    return context
 
 
 class Server:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .. import __version__
-from ..errors import BadRequest, MLStreamError, PayloadTooLarge
+from ..errors import BadRequest, MLStreamError, PayloadTooLarge, UnsupportedMediaType, UpstreamError
+from ..logs import AccessRecord
 from ..streaming.channel import Channel
 from ..streaming.events import Delta, Done, Failure, Started
 from . import responses
@@ -36,6 +39,13 @@ MAX_CHUNK_LINE = 4096
 # fast provider costs one syscall per batch instead of one per token.
 MAX_BATCH_EVENTS = 64
 
+# Deep enough for any connector or predict body; deeper is an attack on our memory or
+# on a recursive walker downstream.
+MAX_JSON_DEPTH = 100
+MAX_REQUEST_ID = 128
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]+")
+_TOLERATED_MEDIA = frozenset({"application/json", "application/x-www-form-urlencoded", "text/json"})
+
 _PROTOCOL_ERROR_TYPES = {
     400: "illegal_argument_exception", 408: "timeout_exception", 414: "too_long_http_line_exception",
     431: "too_long_http_header_exception", 501: "method_not_allowed_exception",
@@ -48,13 +58,47 @@ def parse_json_body(raw: bytes) -> Any:
     if not raw.strip():
         return None
     try:
-        return json.loads(raw.decode("utf-8"))
+        body = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise BadRequest("request body is not valid UTF-8") from None
     except RecursionError:
-        raise BadRequest("request body is nested too deeply") from None
+        raise BadRequest(f"request body is nested deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError as exc:
         raise BadRequest(f"Failed to parse request body as JSON: {exc}") from None
+    # Cheap pre-check: a body with fewer brackets than the limit cannot exceed it.
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _depth(body) > MAX_JSON_DEPTH:
+        raise BadRequest(f"request body is nested deeper than {MAX_JSON_DEPTH} levels")
+    return body
+
+
+def _request_id(presented: str | None) -> str:
+    """The client's X-Request-Id if it is a sane token, else a fresh one."""
+    if presented and len(presented) <= MAX_REQUEST_ID and _REQUEST_ID.fullmatch(presented):
+        return presented
+    return uuid.uuid4().hex
+
+
+def _check_content_type(content_type: str | None, has_body: bool) -> None:
+    """Bodies are JSON. Tolerated: no Content-Type, any JSON type, and curl's default
+    for ``-d`` (form-urlencoded), which ml-commons users send all the time."""
+    if not has_body or not content_type:
+        return
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media in _TOLERATED_MEDIA or media.endswith("+json"):
+        return
+    raise UnsupportedMediaType(f"Content-Type header [{content_type}] is not supported: send JSON "
+                               "with Content-Type: application/json")
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON, walked iteratively (no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 class HTTPRequestHandler(BaseHTTPRequestHandler):
@@ -70,6 +114,26 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         self.timeout = self.server.app.settings.client_stall_timeout
         super().setup()
 
+    def handle_one_request(self) -> None:
+        # The request line and headers must arrive within the header timeout
+        # (disarmed in parse_request, once the head is in).
+        self._head_deadline: int | None = self.server.deadlines.arm(
+            self.connection, self.server.app.settings.header_timeout)
+        try:
+            super().handle_one_request()
+        finally:
+            self._disarm_head_deadline()
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self._disarm_head_deadline()
+        return parsed
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self.server.deadlines.disarm(self._head_deadline)
+            self._head_deadline = None
+
     # every method goes through the routing table (which answers 404 / 405)
     def do_GET(self) -> None: self._dispatch()
     def do_POST(self) -> None: self._dispatch()
@@ -82,29 +146,54 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         started = time.monotonic()
         app = self.server.app
+        self._body_read = False
+        self._request_id = _request_id(self.headers.get("X-Request-Id"))
+        parts = urlsplit(self.path)
+        self._access = AccessRecord(self.client_address[0], self.command, parts.path, self._request_id)
+        route_label = "unmatched"
         try:
-            # The body is read before anything can fail, so a refused request never
-            # leaves bytes behind to be taken for the next one on this connection.
-            raw_body = self._read_body()
-            parts = urlsplit(self.path)
             route, params = app.router.match(self.command, parts.path)
+            route_label = route.template
+            self._access.model_id = params.get("model_id")
+            if route.role != "public":
+                app.authenticator.authenticate(self.headers.get("Authorization"), route.role)
+            _check_content_type(self.headers.get("Content-Type"), self._declares_body())
             request = Request(self.command, parts.path, dict(parse_qsl(parts.query, keep_blank_values=True)),
-                              parse_json_body(raw_body), params, started)
+                              parse_json_body(self._read_body()), params, started, self._request_id,
+                              self._access)
             if getattr(route.handler, "writes_response", False):
                 route.handler(request, self)
-                return
-            reply = route.handler(request)
+            else:
+                self._write_reply(route.handler(request))
         except CLIENT_GONE:
             self.close_connection = True
             log.debug("client %s went away", self.client_address[0])
-            return
         except Exception as exc:  # noqa: BLE001 - mapped to a status in one place
-            reply = responses.error_reply(exc)
-        self._write_reply(reply)
+            if isinstance(exc, UpstreamError):
+                self._access.upstream_status = exc.upstream_status
+            if not self._body_read and self._declares_body():
+                # Refused before its body was read: the unread bytes must not be taken
+                # for the next request on this connection.
+                self.close_connection = True
+            self._write_reply(responses.error_reply(exc))
+        finally:
+            duration = time.monotonic() - started
+            self._access.duration_ms = duration * 1000
+            app.metrics.http_request(route_label, self.command, self._access.status, duration)
+            self._access.emit()
+
+    def _declares_body(self) -> bool:
+        return ("chunked" in self.headers.get("Transfer-Encoding", "").lower()
+                or self.headers.get("Content-Length", "0").strip() not in ("", "0"))
 
     # --- request body ----------------------------------------------------------
 
     def _read_body(self) -> bytes:
+        body = self._read_raw_body()
+        self._body_read = True
+        return body
+
+    def _read_raw_body(self) -> bytes:
         limit = self.server.app.settings.max_body_bytes
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             return self._read_chunked(limit)
@@ -160,6 +249,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     def _write_reply(self, reply: Reply) -> None:
         if self.server.app.draining.is_set():
             self.close_connection = True
+        access = getattr(self, "_access", None)
         if isinstance(reply.body, str):
             payload = reply.body.encode("utf-8")
         else:
@@ -172,6 +262,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(payload)))
             for name, value in reply.headers.items():
                 self.send_header(name, value)
+            request_id = getattr(self, "_request_id", None)
+            if request_id:
+                self.send_header("X-Request-Id", request_id)
             if self.close_connection:
                 self.send_header("Connection", "close")
             self.end_headers()
@@ -179,6 +272,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self.wfile.write(payload)
         except CLIENT_GONE:
             self.close_connection = True
+        if access is not None:
+            access.status = reply.status
+            access.bytes_out = len(payload)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The stdlib's own protocol errors (bad request line, headers too long...) as JSON."""
@@ -208,13 +304,16 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         app = self.server.app
         app.live_streams.add(channel)
         chunks = 0
+        bytes_out = 0
         first_chunk: float | None = None
         outcome: str | None = None  # None while the stream is still open
+        access = self._access
         try:
             heartbeat = app.settings.heartbeat_interval
             # Before the provider's headers: wait silently, a failure is still a status.
             item = channel.get(None)
             if isinstance(item, Started):
+                access.upstream_status = item.status
                 # Headers are in; the first frame usually follows at once. Holding the
                 # status line until then (at most one heartbeat interval) lets an error
                 # frame that opens the stream (Bedrock throttling, an OpenAI error event)
@@ -223,6 +322,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             if isinstance(item, Failure):
                 outcome = "refused"
                 app.metrics.upstream_failure(item.error)
+                if isinstance(item.error, UpstreamError):
+                    access.upstream_status = item.error.upstream_status
                 self._write_reply(responses.error_reply(item.error))
                 return
             self.send_response(200)
@@ -230,7 +331,12 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self.send_header("Cache-Control", "no-cache")
             self.send_header("X-Accel-Buffering", "no")
             self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("X-Request-Id", self._request_id)
+            if app.draining.is_set():
+                self.close_connection = True
+                self.send_header("Connection", "close")
             self.end_headers()
+            access.status = 200
             write = self.wfile.write
             while True:
                 if item is None:
@@ -254,18 +360,24 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                     if outcome is not None or len(batch) >= MAX_BATCH_EVENTS:
                         break
                     item = channel.get_nowait()
-                write(b"".join(batch))
+                data = b"".join(batch)
+                write(data)
+                bytes_out += len(data)
                 if first_chunk is None and chunks:
                     first_chunk = time.monotonic() - started
                 if outcome is not None:
                     return
                 item = channel.get(heartbeat)
-        except CLIENT_GONE:
+        except CLIENT_GONE as exc:
             self.close_connection = True
-            log.debug("client %s left mid-stream", self.client_address[0])
+            log.debug("client %s left mid-stream (%r)", self.client_address[0], exc)
         finally:
             if outcome is None:
                 outcome = "client_gone"
                 channel.cancel()  # stops the reader and closes the upstream connection
             app.live_streams.discard(channel)
             app.metrics.stream_finished(outcome, chunks, first_chunk)
+            if outcome != "refused":
+                access.bytes_out = bytes_out
+                access.events = chunks
+                access.first_event_ms = None if first_chunk is None else first_chunk * 1000

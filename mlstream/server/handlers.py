@@ -6,11 +6,13 @@ response through ``HTTPRequestHandler.relay`` and returns None.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..errors import BadRequest
+from ..logs import AccessRecord
 from .responses import Reply
 from .routes import Router
 
@@ -29,6 +31,8 @@ class Request:
     body: Any
     params: dict[str, str] = field(default_factory=dict)
     started: float = 0.0  # time.monotonic() when the request line arrived
+    request_id: str = ""
+    access: AccessRecord | None = None  # filled in as the request is handled
 
     def flag(self, name: str) -> bool:
         value = self.query.get(name)
@@ -45,22 +49,29 @@ def build_router(app: "App") -> Router:
     registry, predictor, cluster = app.registry, app.predictor, app.cluster
     router = Router()
 
-    def add(method: str, template: str):
+    def add(method: str, template: str, role: str = "admin"):
         def register(function):
-            router.add(method, template, function)
+            router.add(method, template, function, role)
             return function
         return register
 
-    @add("GET", "/")
+    @add("GET", "/", role="user")
     def root(req: Request) -> Reply:
         return Reply(200, {"name": "mlstream", "version": {"number": __version__},
                            "tagline": "ml-commons remote models, streamed"})
 
-    @add("GET", "/healthz")
+    @add("GET", "/healthz", role="public")
     def healthz(req: Request) -> Reply:
         return Reply(200, {"status": "ok"})
 
-    @add("GET", "/metrics")
+    @add("GET", "/readyz", role="public")
+    def readyz(req: Request) -> Reply:
+        problems = app.readiness_problems()
+        if problems:
+            return Reply(503, {"status": "unavailable", "problems": problems})
+        return Reply(200, {"status": "ready"})
+
+    @add("GET", "/metrics", role="user")
     def metrics(req: Request) -> Reply:
         return Reply(200, app.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -94,11 +105,11 @@ def build_router(app: "App") -> Router:
         return Reply(200, registry.register_model(_required(req.body), deploy=req.flag("deploy")))
 
     for method in ("POST", "GET"):
-        @add(method, f"{PREFIX}/models/_search")
+        @add(method, f"{PREFIX}/models/_search", role="user")
         def search_models(req: Request) -> Reply:
             return Reply(200, registry.search("model", req.body))
 
-    @add("GET", f"{PREFIX}/models/{{model_id}}")
+    @add("GET", f"{PREFIX}/models/{{model_id}}", role="user")
     def get_model(req: Request) -> Reply:
         return Reply(200, registry.get_model(req.params["model_id"]))
 
@@ -115,13 +126,19 @@ def build_router(app: "App") -> Router:
     def undeploy_model(req: Request) -> Reply:
         return Reply(200, registry.undeploy_model(req.params["model_id"]))
 
-    @add("POST", f"{PREFIX}/models/{{model_id}}/_predict")
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_predict", role="user")
     def predict(req: Request) -> Reply:
-        return Reply(200, predictor.predict(req.params["model_id"], _required(req.body)))
+        result = predictor.predict(req.params["model_id"], _required(req.body), req.request_id)
+        if req.access is not None:
+            req.access.upstream_status = result.upstream_status
+        # What the gateway added, next to what the provider took (ms).
+        own = max(0.0, time.monotonic() - req.started - result.upstream_seconds)
+        timing = f"upstream;dur={result.upstream_seconds * 1000:.1f}, mlstream;dur={own * 1000:.1f}"
+        return Reply(200, result.body, {"Server-Timing": timing})
 
-    @add("POST", f"{PREFIX}/models/{{model_id}}/_predict/stream")
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_predict/stream", role="user")
     def predict_stream(req: Request, http: "HTTPRequestHandler") -> None:
-        channel = predictor.open_stream(req.params["model_id"], _required(req.body))
+        channel = predictor.open_stream(req.params["model_id"], _required(req.body), req.request_id)
         http.relay(channel, req.started)
 
     predict_stream.writes_response = True  # type: ignore[attr-defined]

@@ -17,16 +17,18 @@ class Route:
     template: str
     pattern: re.Pattern[str]
     handler: Callable
+    # Who may call it once API keys exist: "public" (anyone), "user" (any key), "admin".
+    role: str = "admin"
 
 
 class Router:
     def __init__(self) -> None:
         self._routes: list[Route] = []
 
-    def add(self, method: str, template: str, handler: Callable) -> None:
+    def add(self, method: str, template: str, handler: Callable, role: str = "admin") -> None:
         """``template`` is a path with ``{name}`` segments, e.g. ``/models/{model_id}``."""
         regex = _PARAM.sub(r"(?P<\1>[^/]+)", re.escape(template).replace(r"\{", "{").replace(r"\}", "}"))
-        self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler))
+        self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role))
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The first route for ``method`` and ``path``; 405 if only other methods fit, else 404."""

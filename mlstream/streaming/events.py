@@ -17,6 +17,8 @@ from ..errors import MLStreamError
 class Started:
     """The provider answered with 2xx headers: the stream can be committed (200)."""
 
+    status: int = 200
+
 
 @dataclass(frozen=True, slots=True)
 class Delta:

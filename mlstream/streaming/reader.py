@@ -47,7 +47,7 @@ def read_stream(channel: Channel, send: Callable[[], urllib3.BaseHTTPResponse],
         if response.status >= 300:
             channel.put(Failure(on_error_response(response)), stall_timeout)
             return
-        if not _put(channel, Started(), stall_timeout):
+        if not _put(channel, Started(response.status), stall_timeout):
             return
         while True:
             data = response.read1(READ_SIZE)
