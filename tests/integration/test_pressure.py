@@ -251,7 +251,8 @@ def test_500_concurrent_slow_streams_all_complete(make_server, fake):
             sock = key.fileobj
             data = sock.recv(65536)
             buffers[sock] += data
-            if not data or buffers[sock].endswith(b"0\r\n\r\n"):
+            # the last chunk follows the previous chunk's CRLF (a header can end in "0")
+            if not data or buffers[sock].endswith(b"\r\n0\r\n\r\n"):
                 selector.unregister(sock)
                 done[sock] = bytes(buffers[sock])
                 sock.close()
