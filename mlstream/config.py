@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import tomllib
 import typing
 from pathlib import Path
@@ -107,6 +108,8 @@ def _convert(name: str, raw: Any, source: str) -> Any:
                 raw = json.loads(raw) if raw.strip().startswith("[") else [raw]
             if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
                 raise ValueError("a list of regular expressions")
+            for pattern in raw:
+                re.compile(pattern)
             return tuple(raw)
         if kind is bool:
             if isinstance(raw, bool):
@@ -116,16 +119,24 @@ def _convert(name: str, raw: Any, source: str) -> Any:
             if str(raw).strip().lower() in ("0", "false", "no", "off"):
                 return False
             raise ValueError("true or false")
-        if kind in (int, float):
-            if isinstance(raw, bool):
+        if kind is int:
+            if isinstance(raw, str):
+                return int(raw)
+            if isinstance(raw, bool) or not isinstance(raw, int):
+                raise ValueError("a whole number")
+            return raw
+        if kind is float:
+            if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
                 raise ValueError("a number")
-            return kind(raw)
-        if name in ("tls_cert", "tls_key") and str(raw) == "":
+            return float(raw)
+        if not isinstance(raw, str):
+            raise ValueError("a string")
+        if name in ("tls_cert", "tls_key") and raw == "":
             return None
         if name in ("data_dir", "tls_cert", "tls_key"):
-            return Path(str(raw)).expanduser()
-        return str(raw)
-    except (ValueError, TypeError, json.JSONDecodeError) as exc:
+            return Path(raw).expanduser()
+        return raw
+    except (ValueError, TypeError, re.error) as exc:
         raise BadRequest(f"invalid value for {where}: {raw!r} ({exc})") from None
 
 

@@ -7,11 +7,12 @@
     App
      +-- store (SQLiteStore)  cluster (ClusterSettings)  registry (Registry)
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
-     +-- live_streams (LiveStreams)  metrics (Metrics)  router (Router)
+     +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
 
-Shutdown (``App.stop``): stop accepting and close the listening socket, let
-running streams finish until the drain deadline, cancel the rest (each gets a
-final error event), then close the pool, the upstream pools and the store.
+Shutdown (``Server.stop``): stop accepting and close the listening socket, let
+requests in flight (streams included) finish until the drain deadline, cancel the
+streams still open (each gets a final error event), then close the pool, the
+upstream pools and the store.
 """
 
 from __future__ import annotations
@@ -50,12 +51,24 @@ THREAD_STACK_BYTES = 512 * 1024
 CANCEL_GRACE_SECONDS = 2.0
 
 
-class LiveStreams:
-    """The channels of streams being relayed, so shutdown can wait for or cancel them."""
+class InFlight:
+    """Requests being handled and the channels of streams being relayed, so shutdown
+    can wait for them (and cancel the streams still open at its deadline)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
+        self._requests = 0
         self._channels: set[Channel] = set()
+
+    def begin_request(self) -> None:
+        with self._cond:
+            self._requests += 1
+
+    def end_request(self) -> None:
+        with self._cond:
+            self._requests -= 1
+            if not self._requests:
+                self._cond.notify_all()
 
     def add(self, channel: Channel) -> None:
         with self._cond:
@@ -64,18 +77,17 @@ class LiveStreams:
     def discard(self, channel: Channel) -> None:
         with self._cond:
             self._channels.discard(channel)
-            if not self._channels:
-                self._cond.notify_all()
 
-    def __len__(self) -> int:
+    @property
+    def streams(self) -> int:
         with self._cond:
             return len(self._channels)
 
-    def wait_empty(self, timeout: float) -> bool:
+    def wait_idle(self, timeout: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: not self._channels, timeout)
+            return self._cond.wait_for(lambda: not self._requests, timeout)
 
-    def cancel_all(self, error: MLStreamError) -> int:
+    def cancel_streams(self, error: MLStreamError) -> int:
         with self._cond:
             channels = list(self._channels)
         for channel in channels:  # outside the lock: cancel shuts sockets down
@@ -101,7 +113,7 @@ class App:
         self.metrics = Metrics(self.pool)
         self.predictor = Predictor(self.registry, self.cluster, self.upstream, self.pool,
                                    self.metrics, settings)
-        self.live_streams = LiveStreams()
+        self.in_flight = InFlight()
         self.router = build_router(self)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
@@ -123,11 +135,11 @@ class App:
     def drain(self, timeout: float) -> None:
         """Let open streams finish for ``timeout`` seconds, then cancel the rest."""
         self.draining.set()
-        if not self.live_streams.wait_empty(timeout):
-            count = self.live_streams.cancel_all(
+        if not self.in_flight.wait_idle(timeout):
+            count = self.in_flight.cancel_streams(
                 MLStreamError("the server is shutting down", status=503))
             log.warning("cancelled %d streams still open at the drain deadline", count)
-            self.live_streams.wait_empty(CANCEL_GRACE_SECONDS)
+            self.in_flight.wait_idle(CANCEL_GRACE_SECONDS)
 
     def close(self) -> None:
         self.pool.shutdown()

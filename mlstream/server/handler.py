@@ -151,6 +151,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         self._access = AccessRecord(self.client_address[0], self.command, parts.path, self._request_id)
         route_label = "unmatched"
+        app.in_flight.begin_request()
         try:
             route, params = app.router.match(self.command, parts.path)
             route_label = route.template
@@ -181,6 +182,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._access.duration_ms = duration * 1000
             app.metrics.http_request(route_label, self.command, self._access.status, duration)
             self._access.emit()
+            app.in_flight.end_request()
 
     def _declares_body(self) -> bool:
         return ("chunked" in self.headers.get("Transfer-Encoding", "").lower()
@@ -302,7 +304,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         its 2xx headers commit a 200. After that, failures are a final error event.
         """
         app = self.server.app
-        app.live_streams.add(channel)
+        app.in_flight.add(channel)
         chunks = 0
         bytes_out = 0
         first_chunk: float | None = None
@@ -375,7 +377,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             if outcome is None:
                 outcome = "client_gone"
                 channel.cancel()  # stops the reader and closes the upstream connection
-            app.live_streams.discard(channel)
+            app.in_flight.discard(channel)
             app.metrics.stream_finished(outcome, chunks, first_chunk)
             if outcome != "refused":
                 access.bytes_out = bytes_out
