@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import tempfile
 import threading
@@ -83,10 +84,11 @@ def run_demo(*, port: int = 0, once: bool = False) -> int:
             out.write(_curl_guide(server.url, model_id))
             out.write("\nServing until Ctrl-C.\n")
             out.flush()
-            try:
-                threading.Event().wait()
-            except KeyboardInterrupt:
-                out.write("\n")
+            stop = threading.Event()
+            for signum in (signal.SIGTERM, signal.SIGINT):  # both end cleanly: temp dir removed
+                signal.signal(signum, lambda *_: stop.set())
+            stop.wait()
+            out.write("\n")
             return 0
         finally:
             server.stop(drain_timeout=1.0)

@@ -1,0 +1,12 @@
+"""PyInstaller's script entry point for the single binary: runs ``mlstream.cli:main``.
+
+Not used by ``pip install`` (that installs the ``mlstream`` console script from
+setup.cfg); see ``packaging/build_binary.sh``.
+"""
+
+import sys
+
+from mlstream.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
