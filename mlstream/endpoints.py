@@ -28,13 +28,17 @@ class EndpointPolicy:
 
     def check_url(self, url: str) -> str:
         """Raise EndpointRefused unless ``url`` is trusted; return its host."""
+        try:
+            parts = urlsplit(url)
+            hostname = parts.hostname
+        except ValueError:  # e.g. an unbalanced "[" in the host
+            raise EndpointRefused("Connector URL is not a valid URL") from None
         if not any(pattern.match(url) for pattern in _compiled(self.trusted_patterns)):
             raise EndpointRefused(
                 f"Connector URL is not matching the trusted connector endpoint regex, URL is: {_safe(url)}")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if parts.scheme not in ("http", "https") or not hostname:
             raise EndpointRefused(f"Connector URL must be http or https with a host, URL is: {_safe(url)}")
-        return parts.hostname
+        return hostname
 
     def check_literal_host(self, host: str) -> None:
         """The create-time check (no DNS): a literal private address or a local name is refused.
@@ -75,11 +79,14 @@ def literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address 
 
 
 def is_private(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Loopback, private, link-local (cloud metadata), reserved, multicast or unspecified."""
+    """Anything but a global unicast address: loopback, private, link-local and the
+    cloud metadata addresses (169.254.169.254, 100.100.100.200 in 100.64/10), reserved,
+    multicast, unspecified."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    return (address.is_private or address.is_loopback or address.is_link_local
-            or address.is_reserved or address.is_multicast or address.is_unspecified)
+    return (not address.is_global or address.is_private or address.is_loopback
+            or address.is_link_local or address.is_reserved or address.is_multicast
+            or address.is_unspecified)
 
 
 @lru_cache(maxsize=64)

@@ -32,6 +32,10 @@ _CACHE_SIZE = 1024
 _NAME_STOP = frozenset(".[]()'\"*?@ \t\r\n")
 
 
+# No JSON array has an index of more digits (and int() refuses past 4300 digits).
+MAX_INDEX_DIGITS = 32
+
+
 class JsonPathError(BadRequest):
     """The expression is not a JSONPath this module understands."""
 
@@ -274,6 +278,8 @@ class _Parser:
             if optional and digits == "":
                 return None
             raise self.error("expected an integer")
+        if len(digits) > MAX_INDEX_DIGITS:
+            raise self.error("index too long")
         return int(digits)
 
 

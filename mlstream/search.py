@@ -118,7 +118,7 @@ def _select(doc: dict[str, Any], source: Any) -> dict[str, Any]:
     if source is True or source is None:
         return doc
     fields = [source] if isinstance(source, str) else source
-    if not isinstance(fields, list):
+    if not isinstance(fields, list) or not all(isinstance(field, str) for field in fields):
         raise BadRequest("[_source] must be a boolean, a field name or a list of field names")
     return {field: doc[field] for field in fields if field in doc}
 

@@ -199,12 +199,18 @@ def provider_message(body: bytes) -> str:
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret (and any run of its first 8 characters) with ***."""
+    """Replace every secret, and any prefix of it of 8 or more characters, with ***.
+
+    Providers echo keys in their error messages, some masked ("sk-abc***xyz"), some
+    cut after a prefix; longest first, so a full echo is replaced whole.
+    """
     for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-            if len(secret) >= 12:
-                text = text.replace(secret[:8], "***")
+        if not secret or len(secret) < 4:
+            continue
+        text = text.replace(secret, "***")
+        for length in range(len(secret) - 1, 7, -1):
+            if secret[:length] in text:
+                text = text.replace(secret[:length], "***")
     return text
 
 

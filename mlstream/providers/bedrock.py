@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
@@ -93,7 +94,9 @@ class ConverseStreamDecoder:
                     if isinstance(item, (Done, Failure)):
                         self._ended = True
                         break
-        except ParserError as exc:
+        # botocore's parser checks CRCs and sizes (ParserError) but, past a valid CRC, can
+        # still trip on impossible lengths or header types (struct.error, KeyError, ...).
+        except (ParserError, struct.error, KeyError, IndexError, ValueError) as exc:
             self._ended = True
             items.append(Failure(UpstreamError(
                 f"the provider's event stream is corrupt ({type(exc).__name__})")))
@@ -113,7 +116,7 @@ class ConverseStreamDecoder:
         message_type = headers.get(":message-type")
         if message_type in ("exception", "error"):
             kind = headers.get(":exception-type") or headers.get(":error-code") or "exception"
-            message = _payload(payload).get("message") or headers.get(":error-message") or kind
+            message = _text(_payload(payload).get("message")) or headers.get(":error-message") or kind
             reason = f"Error from remote service: {kind}: {message}"
             status = _EXCEPTION_STATUS.get(kind, 502)
             if status == 504:
@@ -124,31 +127,33 @@ class ConverseStreamDecoder:
             return None
         event = headers.get(":event-type")
         body = _payload(payload)
+        index = body.get("contentBlockIndex", 0)
+        if not isinstance(index, int):
+            index = -1  # no tool block lives there
         if event == "contentBlockDelta":
-            delta = body.get("delta") or {}
+            delta = _object(body.get("delta"))
             if isinstance(delta.get("text"), str) and delta["text"]:
                 return Delta(delta["text"])
-            tool_input = (delta.get("toolUse") or {}).get("input")
-            call = self._tools.get(body.get("contentBlockIndex", 0))
+            tool_input = _object(delta.get("toolUse")).get("input")
+            call = self._tools.get(index)
             if call is not None and isinstance(tool_input, str):
                 call.fragments.append(tool_input)
             return None
         if event == "contentBlockStart":
-            tool = ((body.get("start") or {}).get("toolUse")) or None
-            if isinstance(tool, dict):
-                self._tools[body.get("contentBlockIndex", 0)] = _ToolCall(
-                    tool.get("toolUseId"), tool.get("name"), [])
+            tool = _object(_object(body.get("start")).get("toolUse"))
+            if tool:
+                self._tools[index] = _ToolCall(_text(tool.get("toolUseId")), _text(tool.get("name")), [])
             return None
         if event == "contentBlockStop":
-            call = self._tools.pop(body.get("contentBlockIndex", 0), None)
+            call = self._tools.pop(index, None)
             return None if call is None else _tool_delta(call)
         if event == "messageStop":
-            self._stop_reason = body.get("stopReason")
+            self._stop_reason = _text(body.get("stopReason"))
             return None
         if event == "metadata":
-            usage = body.get("usage") or {}
-            return Done(self._stop_reason, {"input_tokens": usage.get("inputTokens"),
-                                            "output_tokens": usage.get("outputTokens")})
+            usage = _object(body.get("usage"))
+            return Done(self._stop_reason, {"input_tokens": _count(usage.get("inputTokens")),
+                                            "output_tokens": _count(usage.get("outputTokens"))})
         return None  # messageStart and anything new
 
 
@@ -164,6 +169,19 @@ def _tool_delta(call: _ToolCall) -> StreamItem:
 def _payload(payload: bytes) -> dict[str, Any]:
     try:
         value = json.loads(payload) if payload else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
+    return _object(value)
+
+
+# The provider's JSON is not trusted to have the documented types.
+def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -72,7 +72,7 @@ class OpenAIStreamDecoder:
             return Done(self._finish_reason, self._usage)
         try:
             chunk = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return Failure(UpstreamError("the provider sent a stream event that is not JSON"))
         if not isinstance(chunk, dict):
             return Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))

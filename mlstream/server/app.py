@@ -167,6 +167,8 @@ class MLStreamServer(ThreadingHTTPServer):
                     self.socket, server_side=True, do_handshake_on_connect=False)
         except BaseException:
             self.deadlines.close()
+            if getattr(self, "socket", None) is not None:
+                self.socket.close()
             raise
 
     @property

@@ -44,6 +44,7 @@ MAX_BATCH_EVENTS = 64
 MAX_JSON_DEPTH = 100
 MAX_REQUEST_ID = 128
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]+")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _TOLERATED_MEDIA = frozenset({"application/json", "application/x-www-form-urlencoded", "text/json"})
 
 _PROTOCOL_ERROR_TYPES = {
@@ -69,6 +70,11 @@ def parse_json_body(raw: bytes) -> Any:
     if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _depth(body) > MAX_JSON_DEPTH:
         raise BadRequest(f"request body is nested deeper than {MAX_JSON_DEPTH} levels")
     return body
+
+
+class NotImplementedCoding(MLStreamError):
+    http_status = 501
+    error_type = "illegal_argument_exception"
 
 
 def _request_id(presented: str | None) -> str:
@@ -127,6 +133,11 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     def parse_request(self) -> bool:
         parsed = super().parse_request()
         self._disarm_head_deadline()
+        if parsed and self.request_version == "HTTP/0.9":
+            # A request line without a version: the stdlib would answer HTTP/0.9 style,
+            # a bare body with no status line. We speak HTTP/1.x only.
+            self.send_error(400, "Bad request version: HTTP/0.9 is not supported")
+            return False
         return parsed
 
     def _disarm_head_deadline(self) -> None:
@@ -185,7 +196,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             app.in_flight.end_request()
 
     def _declares_body(self) -> bool:
-        return ("chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        return ("Transfer-Encoding" in self.headers
                 or self.headers.get("Content-Length", "0").strip() not in ("", "0"))
 
     # --- request body ----------------------------------------------------------
@@ -197,7 +208,20 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
 
     def _read_raw_body(self) -> bytes:
         limit = self.server.app.settings.max_body_bytes
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+        transfer_encoding = self.headers.get("Transfer-Encoding")
+        if transfer_encoding is not None:
+            codings = [coding.strip().lower() for coding in transfer_encoding.split(",")]
+            if codings[-1] != "chunked":
+                # RFC 9112 6.1: the body's length is unknowable; answer 400 and close.
+                self.close_connection = True
+                raise BadRequest(f"Transfer-Encoding [{transfer_encoding}] must end with chunked")
+            if codings != ["chunked"]:
+                self.close_connection = True
+                raise NotImplementedCoding(f"Transfer-Encoding [{transfer_encoding}] is not supported: "
+                                           "send the body chunked or with a Content-Length")
+            if "Content-Length" in self.headers:
+                # Both framings: read it chunked, but never trust this connection again.
+                self.close_connection = True
             return self._read_chunked(limit)
         length_text = self.headers.get("Content-Length")
         if length_text is None:
@@ -222,11 +246,12 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             if len(line) > MAX_CHUNK_LINE or not line.endswith(b"\n"):
                 self.close_connection = True
                 raise BadRequest("malformed chunked request body")
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
+            size_text = line.split(b";", 1)[0].strip()
+            # Strictly hex digits: int(x, 16) would also take "-1", "0x10" or "1_0".
+            if not _CHUNK_SIZE.fullmatch(size_text):
                 self.close_connection = True
-                raise BadRequest("malformed chunk size in chunked request body") from None
+                raise BadRequest("malformed chunk size in chunked request body")
+            size = int(size_text, 16)
             if size == 0:
                 break
             total += size

@@ -36,8 +36,14 @@ def error_reply(exc: BaseException) -> Reply:
 
 def json_bytes(body: Any, *, pretty: bool = False) -> bytes:
     if pretty:
-        return json.dumps(body, indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _utf8(json.dumps(body, indent=2, ensure_ascii=False)) + b"\n"
+    return _utf8(json.dumps(body, separators=(",", ":"), ensure_ascii=False))
+
+
+def _utf8(text: str) -> bytes:
+    # A lone surrogate (JSON allows "\ud800") cannot be UTF-8; it can only sit inside a
+    # JSON string, where backslashreplace writes exactly its JSON escape back.
+    return text.encode("utf-8", "backslashreplace")
 
 
 # --- SSE events of the predict stream -------------------------------------------------
@@ -50,7 +56,7 @@ HEARTBEAT = encode_comment("ping")
 
 
 def content_event(content: Any) -> bytes:
-    return _EVENT_HEAD + json.dumps(content, ensure_ascii=False).encode("utf-8") + _EVENT_TAIL
+    return _EVENT_HEAD + _utf8(json.dumps(content, ensure_ascii=False)) + _EVENT_TAIL
 
 
 def last_event(finish_reason: str | None, usage: dict[str, int] | None) -> bytes:
