@@ -8,7 +8,6 @@ and the merged parameters into the exact ``UpstreamRequest`` to send.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -270,19 +269,3 @@ def _object(doc: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise BadRequest(f"[{key}] must be a JSON object in {where}")
     return dict(value)
-
-
-def connector_to_storage(connector: Connector) -> dict[str, Any]:
-    """The stored document (credential kept apart, sealed)."""
-    return connector.public_doc()
-
-
-def connector_from_storage(doc: Mapping[str, Any], credential: Mapping[str, str]) -> Connector:
-    stored = {key: value for key, value in doc.items()
-              if key not in ("created_time", "last_updated_time")}
-    stored["credential"] = dict(credential)
-    return parse_connector(stored)
-
-
-def dumps_compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -48,7 +48,3 @@ class RateLimiter:
                          f"({limit.limit_text} per {limit.unit.lower()}) is used up",
                          retry_after_seconds=math.ceil(wait))
 
-    def forget(self, model_id: str) -> None:
-        with self._lock:
-            self._buckets.pop(model_id, None)
-

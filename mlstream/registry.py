@@ -17,6 +17,7 @@ from .connectors import Connector, parse_connector, action_url_with_connector_pa
 from .credentials import CredentialCodec
 from .endpoints import EndpointPolicy
 from .errors import BadRequest, Conflict, NotFound
+from .search import run_search
 from .store import Record, Store
 
 NODE_ID = "mlstream"
@@ -234,7 +235,6 @@ class Registry:
     # --- search ----------------------------------------------------------------
 
     def search(self, kind: str, query: Any) -> dict[str, Any]:
-        from .search import run_search
         return run_search(kind, [(r.id, r.doc) for r in self._store.scan(kind)], query)
 
     # --- helpers ---------------------------------------------------------------

@@ -26,7 +26,7 @@ from .handlers import Request
 from .responses import Reply
 
 if TYPE_CHECKING:
-    from .app import App, MLStreamServer
+    from .app import MLStreamServer
 
 log = logging.getLogger(__name__)
 

@@ -50,11 +50,6 @@ class StreamPool:
                 self._changed.notify_all()
             raise Overloaded("the server is shutting down") from None
 
-    @property
-    def saturated(self) -> bool:
-        with self._lock:
-            return self.active >= self.workers
-
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no job runs or waits; False if some still do at ``timeout``."""
         return self.wait_until(lambda pool: pool.active + pool.queued == 0, timeout)

@@ -61,7 +61,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -69,6 +69,7 @@ from urllib.parse import unquote
 
 from mlstream.testing import sigv4
 from mlstream.testing.eventstream import encode_event, encode_exception
+from mlstream.testing.stats import MAX_RECORDED_REQUESTS, CounterStats
 
 __all__ = [
     "DEFAULT_TEXT",
@@ -125,7 +126,6 @@ _CONVERSE_ERRORS = {
 
 #: stats.requests keeps this many of the latest requests; tests need a handful, and a
 #: benchmark of millions of requests must not grow without bound.
-MAX_RECORDED_REQUESTS = 10_000
 #: Requests above this are refused unread; real Bedrock bodies are far smaller.
 MAX_REQUEST_BODY = 16 * 1024 * 1024
 #: How often serve_forever looks for the shutdown flag; stop() waits at most this long.
@@ -361,11 +361,9 @@ class RecordedRequest:
     operation: str | None
 
 
-class FakeBedrockStats:
-    """Counters of what the fake did, safe to read from any thread.
-
-    Every update happens under one ``threading.Condition`` and notifies it, so a test
-    waits for an effect with :meth:`wait_for` instead of sleeping.
+class FakeBedrockStats(CounterStats):
+    """Counters of what the fake did, safe to read from any thread; every update
+    notifies, so a test waits for an effect with :meth:`wait_for` instead of sleeping.
 
     ``requests``             RecordedRequests in arrival order (the latest
                              MAX_RECORDED_REQUESTS, so a long benchmark stays bounded)
@@ -382,83 +380,28 @@ class FakeBedrockStats:
     ``connections_closed``   connections closed so far
     """
 
+    COUNTERS = ("signature_failures", "streams_started", "streams_completed", "frames_written",
+                "bytes_written", "client_disconnects", "connections_closed")
+
     def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._requests: list[RecordedRequest] = []
+        super().__init__()
         self.signature_failure_reasons: list[str] = []
-        self.signature_failures = 0
-        self.streams_started = 0
-        self.streams_completed = 0
-        self.frames_written = 0
-        self.bytes_written = 0
-        self.client_disconnects = 0
-        self.connections_open = 0
-        self.connections_closed = 0
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A snapshot of the requests received so far, oldest first."""
-        with self._condition:
-            return list(self._requests)
-
-    def wait_for(self, predicate: Callable[[FakeBedrockStats], bool], timeout: float = 10.0) -> bool:
-        """Block until ``predicate(self)`` is true (re-checked after every update) or
-        ``timeout`` seconds pass; return its last value. The predicate runs under the
-        stats lock, so it sees consistent counters."""
-        with self._condition:
-            return bool(self._condition.wait_for(lambda: predicate(self), timeout))
-
-    def reset(self) -> None:
-        """Forget the requests and zero the counters (``connections_open`` excepted)."""
-        with self._condition:
-            self._requests.clear()
-            self.signature_failure_reasons = []
-            self.signature_failures = 0
-            self.streams_started = 0
-            self.streams_completed = 0
-            self.frames_written = 0
-            self.bytes_written = 0
-            self.client_disconnects = 0
-            self.connections_closed = 0
-            self._condition.notify_all()
-
-    def __repr__(self) -> str:
-        return (
-            f"FakeBedrockStats(requests={len(self._requests)}, "
-            f"signature_failures={self.signature_failures}, "
-            f"streams_started={self.streams_started}, streams_completed={self.streams_completed}, "
-            f"frames_written={self.frames_written}, bytes_written={self.bytes_written}, "
-            f"client_disconnects={self.client_disconnects}, "
-            f"connections_open={self.connections_open}, connections_closed={self.connections_closed})"
-        )
-
-    # The updates, each one notify.
-
-    def _add(self, **amounts: int) -> None:
-        with self._condition:
-            for name, amount in amounts.items():
-                setattr(self, name, getattr(self, name) + amount)
-            self._condition.notify_all()
+    def _reset_extra(self) -> None:
+        self.signature_failure_reasons = []
 
     def _frame_written(self, frames: int, frame_bytes: int) -> None:
         # The one update on the per-frame path: no keyword plumbing.
-        with self._condition:
+        with self._cond:
             self.frames_written += frames
             self.bytes_written += frame_bytes
-            self._condition.notify_all()
-
-    def _record_request(self, request: RecordedRequest) -> None:
-        with self._condition:
-            if len(self._requests) >= MAX_RECORDED_REQUESTS:
-                del self._requests[: len(self._requests) - MAX_RECORDED_REQUESTS + 1]
-            self._requests.append(request)
-            self._condition.notify_all()
+            self._cond.notify_all()
 
     def _record_signature_failure(self, reason: str) -> None:
-        with self._condition:
+        with self._cond:
             self.signature_failures += 1
             self.signature_failure_reasons.append(reason)
-            self._condition.notify_all()
+            self._cond.notify_all()
 
 
 # -- the pre-encoded stream -------------------------------------------------------------
@@ -706,7 +649,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw_body) if raw_body else None
         except ValueError:
             body = None
-        fake.stats._record_request(
+        fake.stats._record(
             RecordedRequest(self.command, self.path, headers, body, raw_body, model_id, operation)
         )
 

@@ -84,7 +84,9 @@ import time
 import urllib.parse
 from dataclasses import dataclass, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
+
+from mlstream.testing.stats import CounterStats
 
 __all__ = [
     "DEFAULT_API_KEY",
@@ -466,7 +468,7 @@ class RecordedRequest:
     body: Any                 # parsed JSON, or None when empty or not JSON
 
 
-class FakeStats:
+class FakeStats(CounterStats):
     """What the fake saw and wrote. Thread-safe; every change wakes ``wait_for``.
 
     - ``streams_started``: stream answers whose headers were about to be sent.
@@ -479,60 +481,8 @@ class FakeStats:
     - ``connections_open`` (a gauge) / ``connections_closed``.
     """
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._requests: list[RecordedRequest] = []
-        self.streams_started = 0
-        self.streams_completed = 0
-        self.chunks_written = 0
-        self.bytes_written = 0
-        self.client_disconnects = 0
-        self.connections_open = 0
-        self.connections_closed = 0
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A snapshot of the requests received so far, oldest first."""
-        with self._cond:
-            return list(self._requests)
-
-    def wait_for(self, predicate: Callable[[FakeStats], bool], timeout: float = 10.0) -> bool:
-        """Block until ``predicate(self)`` is true (returns True) or ``timeout`` passes (False).
-
-        The predicate runs under the stats lock, so it sees consistent counters.
-        """
-        with self._cond:
-            return self._cond.wait_for(lambda: predicate(self), timeout)
-
-    def reset(self) -> None:
-        """Forget requests and zero the counters, except the ``connections_open`` gauge."""
-        with self._cond:
-            self._requests.clear()
-            self.streams_started = self.streams_completed = 0
-            self.chunks_written = self.bytes_written = 0
-            self.client_disconnects = self.connections_closed = 0
-            self._cond.notify_all()
-
-    def __repr__(self) -> str:
-        with self._cond:
-            return (f"FakeStats(requests={len(self._requests)}, streams_started={self.streams_started}, "
-                    f"streams_completed={self.streams_completed}, chunks_written={self.chunks_written}, "
-                    f"bytes_written={self.bytes_written}, client_disconnects={self.client_disconnects}, "
-                    f"connections_open={self.connections_open}, "
-                    f"connections_closed={self.connections_closed})")
-
-    # Updates, called by the handler threads.
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._cond:
-            self._requests.append(request)
-            self._cond.notify_all()
-
-    def _add(self, **deltas: int) -> None:
-        with self._cond:
-            for name, delta in deltas.items():
-                setattr(self, name, getattr(self, name) + delta)
-            self._cond.notify_all()
+    COUNTERS = ("streams_started", "streams_completed", "chunks_written", "bytes_written",
+                "client_disconnects", "connections_closed")
 
     def _chunk_written(self, nbytes: int) -> None:
         # The hot path: one lock round trip per content chunk, no kwargs dict.

@@ -126,6 +126,23 @@ def stream_body(**parameters: Any) -> dict[str, Any]:
                            **parameters}}
 
 
+def open_stream(server, model_id: str, headers: dict[str, str] | None = None) -> tuple[socket.socket, Any]:
+    """Start a stream and read up to its first event; returns the socket and its reader."""
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=HANG_GUARD)
+    body = json.dumps(stream_body()).encode()
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    sock.sendall(f"POST /_plugins/_ml/models/{model_id}/_predict/stream HTTP/1.1\r\nHost: x\r\n{extra}"
+                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    reader = sock.makefile("rb")
+    assert reader.readline().startswith(b"HTTP/1.1 200")
+    while reader.readline() != b"\r\n":
+        pass
+    reader.readline()  # first chunk size
+    assert reader.readline().startswith(b"data: ")
+    return sock, reader
+
+
 # --- raw HTTP, to check the exact bytes on the wire ----------------------------------
 
 @dataclass

@@ -8,7 +8,6 @@ import logging
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario
 
-from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, openai_connector, raw_request, stream_body
+from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, open_stream, openai_connector, raw_request, stream_body
 
 MLSTREAM = [sys.executable, "-m", "mlstream"]
 PREDICT_ROUTE = "/_plugins/_ml/models/{model_id}/_predict"
@@ -129,23 +128,6 @@ def sse_events(body: bytes) -> list[dict[str, Any]]:
 
 def content_events(events: list[dict[str, Any]]) -> int:
     return sum(1 for e in events if not e["inference_results"][0]["output"][0]["dataAsMap"]["is_last"])
-
-
-def open_stream(server, model_id: str, headers: dict[str, str] | None = None) -> tuple[socket.socket, Any]:
-    """Start a stream and read up to its first event; returns the socket and its reader."""
-    host, port = server.url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=HANG_GUARD)
-    body = json.dumps(stream_body()).encode()
-    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-    sock.sendall(f"POST /_plugins/_ml/models/{model_id}/_predict/stream HTTP/1.1\r\nHost: x\r\n{extra}"
-                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-    reader = sock.makefile("rb")
-    assert reader.readline().startswith(b"HTTP/1.1 200")
-    while reader.readline() != b"\r\n":
-        pass
-    reader.readline()  # first chunk size
-    assert reader.readline().startswith(b"data: ")
-    return sock, reader
 
 
 def samples(text: str) -> dict[str, list[Any]]:

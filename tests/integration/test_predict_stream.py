@@ -7,8 +7,7 @@ import socket
 
 from mlstream.testing.fake_openai import DEFAULT_TEXT, Scenario, fake_tokens
 
-from .conftest import (HANG_GUARD, SEED_MESSAGES, Client, openai_connector, raw_request, read_response,
-                       stream_body)
+from .conftest import HANG_GUARD, SEED_MESSAGES, Client, open_stream, openai_connector, raw_request, stream_body
 
 
 def dataasmap(event: dict) -> dict:
@@ -198,27 +197,11 @@ def test_provider_error_event_mid_stream_is_passed_on(server, fake):
 
 # --- the pool: admission and release --------------------------------------------------------
 
-def _open_stream(server, model_id: str) -> tuple[socket.socket, object]:
-    """Start a stream and read up to its first event; returns the socket and its reader."""
-    host, port = server.url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=HANG_GUARD)
-    body = json.dumps(stream_body()).encode()
-    sock.sendall(f"POST /_plugins/_ml/models/{model_id}/_predict/stream HTTP/1.1\r\nHost: x\r\n"
-                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-    reader = sock.makefile("rb")
-    assert reader.readline().startswith(b"HTTP/1.1 200")
-    while reader.readline() != b"\r\n":
-        pass
-    reader.readline()  # first chunk size
-    assert reader.readline().startswith(b"data: ")
-    return sock, reader
-
-
 def test_full_pool_and_backlog_refuse_at_once_with_429(make_server, fake):
     server = make_server(stream_workers=1, stream_backlog=0)
     client = Client(server.url)
     slow = client.model_for(openai_connector(fake, model=Scenario(chunks=50, delay_ms=200).to_model()))
-    sock, reader = _open_stream(server, slow)
+    sock, reader = open_stream(server, slow)
     try:
         reply = client.call("POST", f"/_plugins/_ml/models/{slow}/_predict/stream", stream_body())
         assert reply.status == 429
@@ -230,7 +213,7 @@ def test_full_pool_and_backlog_refuse_at_once_with_429(make_server, fake):
         sock.close()
     # the worker comes back: a new stream is admitted again
     assert server.app.pool.wait_idle(HANG_GUARD)
-    sock, reader = _open_stream(server, slow)
+    sock, reader = open_stream(server, slow)
     reader.close()
     sock.close()
 
@@ -239,7 +222,7 @@ def test_client_disconnect_frees_the_worker_and_closes_the_upstream(make_server,
     server = make_server(stream_workers=2)
     client = Client(server.url)
     slow = client.model_for(openai_connector(fake, model=Scenario(chunks=1000, delay_ms=50).to_model()))
-    sock, reader = _open_stream(server, slow)
+    sock, reader = open_stream(server, slow)
     assert server.app.pool.active == 1
     reader.close()  # the file object holds the socket open until it is closed too
     sock.close()
