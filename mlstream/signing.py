@@ -12,10 +12,6 @@ from __future__ import annotations
 from dataclasses import replace
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
-
 from .connectors import Connector, UpstreamRequest
 
 # Headers botocore adds; anything the connector set under these names is replaced.
@@ -30,6 +26,12 @@ def wire_url(url: str) -> str:
 
 def sign_request(request: UpstreamRequest, connector: Connector) -> UpstreamRequest:
     """A copy of ``request`` with SigV4 headers for the connector's region and service."""
+    # Imported on first use: botocore's signer costs several MB of memory that a
+    # server with only OpenAI connectors never needs.
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
     credential = connector.credential
     credentials = Credentials(credential["access_key"], credential["secret_key"],
                               credential.get("session_token") or None)
