@@ -1,0 +1,293 @@
+"""The processes a benchmark starts, and what it reads about them.
+
+Every child runs in its own session (its own process group), so that a failure
+anywhere can kill the whole group; :class:`Processes` is a context manager that
+stops everything it started, in reverse order, whatever happened. Servers bind
+127.0.0.1 only.
+
+    Processes          owns the children: start_fake(), start_mlstream(), close()
+      Child            one subprocess: ready line, /proc figures, stop (TERM, then KILL the group)
+    Admin              a tiny blocking JSON client (http.client) for setup calls and /metrics
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import resource
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+API_KEY = "sk-bench-key"
+LOOPBACK_TRUST = r"^http://127\.0\.0\.1:.*$"
+READY_SECONDS = 20.0          # a child that has not printed its ready line by then is broken
+STOP_SECONDS = 15.0           # SIGTERM grace before SIGKILL of the group
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+SEED_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Can you summarize Prince Hamlet of William Shakespeare in around 1000 words?"},
+]
+STREAM_INTERFACE = "openai/v1/chat/completions"
+
+
+def raise_nofile_limit() -> int:
+    """Raise this process's open-file soft limit to the hard limit (children inherit it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    rss_kb: int
+    threads: int
+    cpu: float        # user + system CPU seconds since the process started
+
+
+def proc_sample(pid: int) -> ProcSample:
+    """RSS (VmRSS), thread count and CPU seconds of ``pid`` from /proc."""
+    rss = threads = 0
+    with open(f"/proc/{pid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmRSS:"):
+                rss = int(line.split()[1])
+            elif line.startswith(b"Threads:"):
+                threads = int(line.split()[1])
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    # the command name (field 2) may hold spaces: split after its closing paren
+    fields = stat[stat.rindex(b")") + 2:].split()
+    cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime, stime
+    return ProcSample(rss, threads, cpu)
+
+
+class Child:
+    """A started subprocess that announces itself with one line on stdout."""
+
+    def __init__(self, name: str, argv: list[str], ready_prefix: str, log_dir: Path) -> None:
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=self._log, start_new_session=True)
+        self.pid = self.proc.pid
+        try:
+            line = self._ready_line(READY_SECONDS)
+            if not line.startswith(ready_prefix):
+                raise RuntimeError(f"{name} did not start: {line!r}; see {self.log_path}: {self.log_tail()}")
+        except BaseException:
+            self.kill()
+            raise
+        self.url = line.split()[-1]
+        host, port = self.url.removeprefix("http://").rsplit(":", 1)
+        self.address = (host, int(port))
+
+    def _ready_line(self, seconds: float) -> str:
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + seconds
+        data = b""
+        while b"\n" not in data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(f"{self.name} printed no ready line within {seconds:.0f} s: "
+                                   f"{self.log_tail()}")
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if readable:
+                piece = os.read(fd, 4096)
+                if not piece:
+                    raise RuntimeError(f"{self.name} exited before it was ready: {self.log_tail()}")
+                data += piece
+        return data.split(b"\n", 1)[0].decode(errors="replace").strip()
+
+    def sample(self) -> ProcSample:
+        return proc_sample(self.pid)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> int | None:
+        """SIGTERM, wait, then SIGKILL the whole group. Returns the exit code (None if killed)."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        code = self.proc.returncode
+        self._kill_group()  # anything the child itself left behind
+        self._close_files()
+        return code
+
+    def kill(self) -> None:
+        self._kill_group()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        self._close_files()
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _close_files(self) -> None:
+        if self.proc.stdout and not self.proc.stdout.closed:
+            self.proc.stdout.close()
+        if not self._log.closed:
+            self._log.close()
+
+
+class Processes:
+    """Start the fake provider and mlstream servers; stop them all on exit."""
+
+    def __init__(self, workdir: Path | None = None) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="mlstream-bench-") if workdir is None else None
+        self.workdir = Path(self._tmp.name) if self._tmp else workdir
+        self.children: list[Child] = []
+        self.exit_codes: dict[str, int | None] = {}
+        self._count = 0
+
+    def start_fake(self, name: str = "fake") -> Child:
+        argv = [sys.executable, "-m", "mlstream.testing.fake_openai", "--port", "0", "--api-key", API_KEY]
+        return self._start(name, argv, "http://")
+
+    def start_mlstream(self, name: str = "mlstream", *, workers: int | None = None, backlog: int | None = None,
+                       queue_chunks: int | None = None, extra: list[str] | None = None) -> Child:
+        self._count += 1
+        data_dir = self.workdir / f"data-{name}-{self._count}"
+        argv = [sys.executable, "-m", "mlstream", "serve", "--port", "0", "--data-dir", str(data_dir),
+                "--trusted-endpoint", LOOPBACK_TRUST, "--allow-private-endpoints",
+                "--drain-timeout", "2", "--log-level", "WARNING"]
+        if workers is not None:
+            argv += ["--stream-workers", str(workers)]
+        if backlog is not None:
+            argv += ["--stream-backlog", str(backlog)]
+        if queue_chunks is not None:
+            argv += ["--stream-queue-chunks", str(queue_chunks)]
+        argv += extra or []
+        return self._start(name, argv, "mlstream listening on http://")
+
+    def _start(self, name: str, argv: list[str], ready: str) -> Child:
+        child = Child(name, argv, ready, self.workdir)
+        self.children.append(child)
+        return child
+
+    def stop(self, child: Child) -> None:
+        if child in self.children:
+            self.children.remove(child)
+            self.exit_codes[child.name] = child.stop()
+
+    def close(self) -> None:
+        while self.children:
+            self.stop(self.children[-1])
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> "Processes":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------- admin client
+
+
+class Admin:
+    """Blocking JSON calls to one server over a keep-alive connection (setup, /metrics)."""
+
+    def __init__(self, address: tuple[str, int], timeout: float = 20.0) -> None:
+        self.address = address
+        self._conn = http.client.HTTPConnection(*address, timeout=timeout)
+
+    def _exchange(self, method: str, path: str, data: bytes | None) -> tuple[int, bytes]:
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        for attempt in (1, 2):
+            try:
+                self._conn.request(method, path, body=data, headers=headers)
+                response = self._conn.getresponse()
+                return response.status, response.read()
+            except (ConnectionError, http.client.HTTPException):
+                # The server closed the kept-alive connection (idle limit): once more, anew.
+                self._conn.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        status, raw = self._exchange(method, path, json.dumps(body).encode() if body is not None else None)
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, raw.decode(errors="replace")
+
+    def ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, reply = self.call(method, path, body)
+        if status != 200:
+            raise RuntimeError(f"{method} {path} answered {status}: {reply}")
+        return reply
+
+    def metrics(self) -> dict[str, float]:
+        """``/metrics`` as {name (labels included): value}."""
+        text = self._exchange("GET", "/metrics", None)[1].decode()
+        values: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                try:
+                    values[name] = float(value)
+                except ValueError:
+                    pass
+        return values
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def openai_connector(fake_address: tuple[str, int], model: str, *, api_key: str = API_KEY,
+                     max_connection: int | None = None) -> dict[str, Any]:
+    """The seed's OpenAI connector, pointed at the fake (as tests/integration/conftest.py does)."""
+    body: dict[str, Any] = {
+        "name": "OpenAI Chat Connector",
+        "description": "The connector to public OpenAI model service for GPT 3.5",
+        "version": 1,
+        "protocol": "http",
+        "parameters": {"endpoint": f"{fake_address[0]}:{fake_address[1]}", "model": model},
+        "credential": {"openAI_key": api_key},
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "url": "http://${parameters.endpoint}/v1/chat/completions",
+            "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+            "request_body": "{ \"model\": \"${parameters.model}\", \"messages\": ${parameters.messages} }",
+        }],
+    }
+    if max_connection is not None:
+        body["client_config"] = {"max_connection": max_connection}
+    return body
+
+
+def register_model(admin: Admin, fake_address: tuple[str, int], model: str, *, api_key: str = API_KEY,
+                   max_connection: int | None = None) -> str:
+    """Create a connector for ``model`` (a fake model name with knobs) and a deployed model on it."""
+    connector_id = admin.ok("POST", "/_plugins/_ml/connectors/_create",
+                            openai_connector(fake_address, model, api_key=api_key,
+                                             max_connection=max_connection))["connector_id"]
+    return admin.ok("POST", "/_plugins/_ml/models/_register?deploy=true",
+                    {"name": f"bench {model}", "function_name": "remote", "description": "benchmark model",
+                     "connector_id": connector_id})["model_id"]

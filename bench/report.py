@@ -1,0 +1,266 @@
+"""From the results dict (what goes into bench/results/<name>.json) to Markdown.
+
+``goals(results)`` checks the issue's goals table against the measured figures;
+``render(results)`` is the report printed on stdout: the machine, the paired
+figures (direct | mlstream | ratio or overhead), the goals, the generator's CPU.
+Both only read the dict, so an old JSON file can be re-rendered:
+``python -m bench.report bench/results/full.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def _get(d: Any, *keys: Any) -> Any:
+    for key in keys:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def fmt(value: Any, unit: str = "", digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}{unit}"
+    if isinstance(value, float):
+        if value != value:
+            return "—"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}{unit}"
+        return f"{value:.{digits}f}{unit}"
+    return f"{value}{unit}"
+
+
+def _ratio(a: Any, b: Any) -> str:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or not b:
+        return "—"
+    return f"{a / b:.2f}×"
+
+
+def _over(a: Any, b: Any, unit: str = " ms") -> str:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return "—"
+    return f"{a - b:+.2f}{unit}"
+
+
+def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    s = results.get("scenarios", {})
+    rows: list[dict[str, Any]] = []
+
+    def add(figure: str, goal: str, measured: str, met: bool | None) -> None:
+        rows.append({"figure": figure, "goal": goal, "measured": measured, "met": met})
+
+    c16 = _get(s, "relay_throughput", "concurrency", "16")
+    if c16:
+        rate, r = _get(c16, "mlstream", "chunks_per_s"), c16.get("ratio_chunks")
+        met = rate is not None and r is not None and rate >= 15000 and r >= 0.25
+        stretch = " (stretch 0.5 met)" if r is not None and r >= 0.5 else ""
+        add("relay throughput, concurrency 16", "≥ 15,000 chunks/s and ≥ 0.25 × direct (stretch 0.5)",
+            f"{fmt(rate)} chunks/s, {fmt(r)} × direct{stretch}", met)
+    lat = s.get("added_latency") or {}
+    for key, figure in (("stream_c1", "added time to first event, concurrency 1, p50"),
+                        ("non_stream_c1", "added non-stream latency, concurrency 1, p50")):
+        over = _get(lat, key, "overhead_ms_p50")
+        if key in lat:
+            add(figure, "≤ 1 ms", f"{fmt(over, ' ms')}", over is not None and over <= 1.0)
+    slow = _get(s, "slow_streams", "slow")
+    if slow:
+        ml = slow["mlstream"]
+        add(f"{slow['mlstream']['streams']} slow streams ({_interval(slow['model'])} ms)",
+            "100 % complete on pace, 0 errors",
+            f"{ml['completion'] * 100:.1f} % complete, p99 gap {fmt(ml['gap_ms']['p99'], ' ms')}, "
+            f"errors {sum(ml['errors'].values())}, at most {fmt(ml.get('streams_streaming_peak'))} streaming at once",
+            bool(ml["on_pace"]) and not ml["errors"])
+    cap = _get(s, "slow_streams", "capacity")
+    if cap:
+        level = cap["capacity"]["mlstream"]
+        bound = "≥ " if cap.get("reached_top_level") else ""
+        dbound = "" if cap.get("direct_off_pace_too") else "≥ "
+        add("on-pace capacity at 20 ms between chunks", "≥ 160 concurrent streams",
+            f"{bound}{level} streams (direct {dbound}{cap['capacity']['direct']})", level >= 160)
+    idle = results.get("idle", {})
+    if idle:
+        mb = idle.get("rss_kb", 0) / 1024
+        add("idle server RSS", "≤ 40 MB", f"{mb:.1f} MB", mb <= 40)
+    if slow:
+        kb = slow["server_rss_per_stream_kb"]
+        add("server memory per open stream", "≤ 100 KB",
+            f"{fmt(kb, ' KB')} ({fmt(slow['mlstream'].get('streams_active_peak'))} streams open)", kb <= 100)
+    bp = s.get("backpressure")
+    if bp and "mlstream" in bp:
+        m = bp["mlstream"]
+        growth_mb = (m["server_rss_growth_kb"] or 0) / 1024
+        met = bool(bp["bounded"]) and growth_mb <= 10 and bool(m["resumed_whole"])
+        add("slow consumer", "provider blocked after ≤ queue + socket buffers; RSS growth ≤ 10 MB",
+            f"provider wrote {m['provider_share_at_stall'] * 100:.1f} % of the answer "
+            f"({fmt(m['provider_bytes_at_stall'])} B); held in mlstream ≈ {fmt(bp['held_in_mlstream_chunks'])} "
+            f"chunks of ≤ {fmt(bp['allowance_chunks'])} allowed; RSS +{growth_mb:.1f} MB; "
+            f"resumed whole: {fmt(m['resumed_whole'])}", met)
+    cancel = _get(s, "cancellation", "paced")
+    if cancel:
+        p99 = _get(cancel, "mlstream", "worker_free_ms", "p99")
+        add(f"disconnect → worker free, p99 (provider sends every {cancel['provider_interval_ms']} ms)",
+            "≤ 50 ms", fmt(p99, " ms"), p99 is not None and p99 <= 50)
+    adm = s.get("admission")
+    if adm and "mlstream" in adm:
+        p99 = _get(adm, "mlstream", "refusal_ms", "p99")
+        add("429 refusal latency, p99", "≤ 5 ms", fmt(p99, " ms"), p99 is not None and p99 <= 5)
+    return rows
+
+
+def _interval(model: str) -> str:
+    for part in model.split("?", 1)[-1].split("&"):
+        if part.startswith("delay_ms="):
+            return part.split("=", 1)[1]
+    return "?"
+
+
+def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(scenario, figure, direct, mlstream, mlstream vs direct)."""
+    s = results.get("scenarios", {})
+    rows: list[tuple[str, str, str, str, str]] = []
+    tp = s.get("relay_throughput")
+    if tp and "concurrency" in tp:
+        for c, level in tp["concurrency"].items():
+            d, m = level["direct"], level["mlstream"]
+            rows.append(("1 relay", f"chunks/s, c={c}", fmt(d["chunks_per_s"]), fmt(m["chunks_per_s"]),
+                         _ratio(m["chunks_per_s"], d["chunks_per_s"])))
+            rows.append(("1 relay", f"MB/s on the wire, c={c}", fmt(d["mb_per_s"]), fmt(m["mb_per_s"]),
+                         _ratio(m["mb_per_s"], d["mb_per_s"])))
+            rows.append(("1 relay", f"streams ok, c={c}", f"{d['streams_ok']}/{d['streams_total']}",
+                         f"{m['streams_ok']}/{m['streams_total']}", ""))
+    lat = s.get("added_latency") or {}
+    for key, name in (("stream_c1", "first event, c=1"), ("stream_c64", "first event, c=64"),
+                      ("non_stream_c1", "non-stream, c=1"), ("non_stream_c64", "non-stream, c=64")):
+        e = lat.get(key)
+        if not e:
+            continue
+        for p in ("p50", "p99"):
+            dv, mv = e["direct"]["ms"][p], e["mlstream"]["ms"][p]
+            rows.append(("2 latency", f"{name} {p} (ms)", fmt(dv, digits=3), fmt(mv, digits=3), _over(mv, dv)))
+    slow = _get(s, "slow_streams", "slow")
+    if slow:
+        d, m = slow["direct"], slow["mlstream"]
+        n = m["streams"]
+        rows.append(("3 slow", f"{n} streams complete", f"{d['ok']}/{n}", f"{m['ok']}/{n}", ""))
+        rows.append(("3 slow", "streams delivering at once, peak (client's view)", fmt(d.get("streams_streaming_peak")),
+                     fmt(m.get("streams_streaming_peak")), ""))
+        rows.append(("3 slow", "errors", fmt(sum(d["errors"].values())), fmt(sum(m["errors"].values())), ""))
+        for p in ("p50", "p99", "max"):
+            dv, mv = d["gap_ms"][p], m["gap_ms"][p]
+            rows.append(("3 slow", f"gap between events {p} (ms)", fmt(dv), fmt(mv), _over(mv, dv)))
+        rows.append(("3 slow", "stream duration / ideal, p99", fmt(d["duration_over_ideal_p99"]),
+                     fmt(m["duration_over_ideal_p99"]), ""))
+        dv, mv = d["ttfe_ms"]["p99"], m["ttfe_ms"]["p99"]
+        rows.append(("3 slow", "first event p99 (ms)", fmt(dv), fmt(mv), _over(mv, dv)))
+        rows.append(("3 slow", "accept queue peak (connections)", fmt(d.get("fake_accept_queue_peak")),
+                     fmt(m.get("server_accept_queue_peak")), ""))
+        rows.append(("3 slow", "generator CPU (share of one core)", fmt(d["generator_cpu"]), fmt(m["generator_cpu"]),
+                     ""))
+        rows.append(("3 slow", "server RSS idle → peak (MB)", "",
+                     f"{slow['server_idle_rss_kb'] / 1024:.1f} → {m['server_rss_kb_peak'] / 1024:.1f}", ""))
+        rows.append(("3 slow", "server streams active, peak (/metrics)", "", fmt(m.get("streams_active_peak")), ""))
+        rows.append(("3 slow", "server RSS per open stream (KB)", "", fmt(slow["server_rss_per_stream_kb"]), ""))
+        rows.append(("3 slow", "server threads idle → peak", "",
+                     f"{slow['server_idle_threads']} → {m['server_threads_peak']}", ""))
+    cap = _get(s, "slow_streams", "capacity")
+    if cap:
+        direct_cap = cap["capacity"]["direct"]
+        # the direct side is only stepped as far as mlstream goes: unless it fell off pace, it is a lower bound
+        direct_text = fmt(direct_cap) if cap.get("direct_off_pace_too") else f"≥ {fmt(direct_cap)}"
+        rows.append(("3 capacity", "on pace at 20 ms (streams)", direct_text, fmt(cap["capacity"]["mlstream"]),
+                     _ratio(cap["capacity"]["mlstream"], direct_cap) if cap.get("direct_off_pace_too") else ""))
+    bp = s.get("backpressure")
+    if bp and "mlstream" in bp:
+        d, m = bp["direct"], bp["mlstream"]
+        rows.append(("4 backpressure", "provider bytes written while paused",
+                     f"{fmt(d['provider_bytes_at_stall'])} ({d['provider_share_at_stall'] * 100:.1f} %)",
+                     f"{fmt(m['provider_bytes_at_stall'])} ({m['provider_share_at_stall'] * 100:.1f} %)",
+                     f"{bp['extra_bytes_through_mlstream']:+,} B"))
+        rows.append(("4 backpressure", "answer size (bytes)", fmt(d["answer_bytes"]), fmt(m["answer_bytes"]), ""))
+        rows.append(("4 backpressure", "server RSS growth while paused", "",
+                     f"{(m['server_rss_growth_kb'] or 0) / 1024:.1f} MB", ""))
+        rows.append(("4 backpressure", "answer whole after resuming", fmt(d["resumed_whole"]),
+                     fmt(m["resumed_whole"]), ""))
+    cancel = s.get("cancellation") or {}
+    for variant, label in (("paced", ""), ("slow_provider", " (slow provider)")):
+        v = cancel.get(variant)
+        if not v or "direct" not in v:
+            continue
+        every = f"every {v['provider_interval_ms']} ms"
+        for p in ("p50", "p99"):
+            dv = v["direct"]["upstream_closed_ms"][p]
+            mv = v["mlstream"]["upstream_closed_ms"][p]
+            rows.append((f"5 cancel{label}", f"disconnect → upstream closed {p} (ms), {every}", fmt(dv), fmt(mv),
+                         _over(mv, dv)))
+        for p in ("p50", "p99"):
+            rows.append((f"5 cancel{label}", f"disconnect → worker free {p} (ms), {every}", "",
+                         fmt(v["mlstream"]["worker_free_ms"][p]), ""))
+    adm = s.get("admission")
+    if adm and "mlstream" in adm:
+        for p in ("p50", "p99"):
+            dv, mv = adm["direct"]["refusal_ms"][p], adm["mlstream"]["refusal_ms"][p]
+            rows.append(("6 admission", f"429 latency {p} (ms)", fmt(dv, digits=3), fmt(mv, digits=3), _over(mv, dv)))
+        rows.append(("6 admission", "probes refused with 429", f"{adm['direct']['refused_429']}/{adm['direct']['probes']}",
+                     f"{adm['mlstream']['refused_429']}/{adm['mlstream']['probes']}", ""))
+        base, loaded = adm["accepted_baseline"], adm["accepted_with_probes"]
+        rows.append(("6 admission", "accepted streams ok: alone → under refusals", "",
+                     f"{base['ok']}/{base['total']} → {loaded['ok']}/{loaded['total']}", ""))
+        rows.append(("6 admission", "accepted streams p99 gap (ms): alone → under refusals", "",
+                     f"{fmt(base['gap_ms']['p99'])} → {fmt(loaded['gap_ms']['p99'])}", ""))
+    return rows
+
+
+def _source(source: dict[str, Any]) -> str:
+    if not source.get("commit"):
+        return ""
+    dirty = " plus uncommitted changes to mlstream/" if source.get("dirty") else ""
+    return f" mlstream at {source['commit'][:10]}{dirty}."
+
+
+def _load(results: dict[str, Any]) -> str:
+    start, end = results.get("load_average_at_start"), results.get("load_average_at_end")
+    if not start or not end:
+        return ""
+    return (f" Load average (1 min) {start[0]:.1f} at start, {end[0]:.1f} at end: anything well above 2 means "
+            "other work shared these cores.")
+
+
+def render(results: dict[str, Any]) -> str:
+    machine = results.get("machine", {})
+    lines = [f"## mlstream benchmark — {results.get('name', '?')} ({results.get('mode', '?')})", "",
+             f"Machine: {machine.get('cores')} cores ({machine.get('cpu_model', '?')}), Python "
+             f"{machine.get('python')}, {machine.get('platform', '')}. Wall time "
+             f"{results.get('wall_seconds', 0):.0f} s.{_source(results.get('source') or {})}{_load(results)}", ""]
+    failed = {k: v["error"] for k, v in results.get("scenarios", {}).items() if isinstance(v, dict) and "error" in v}
+    lines += ["| scenario | figure | direct | mlstream | mlstream vs direct |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in paired_rows(results)]
+    lines += ["", "| goal | target (2 cores) | measured | met |", "|---|---|---|---|"]
+    for g in results.get("goals", goals(results)):
+        met = "—" if g["met"] is None else ("yes" if g["met"] else "**no**")
+        lines.append(f"| {g['figure']} | {g['goal']} | {g['measured']} | {met} |")
+    gen = results.get("generator", {})
+    if gen:
+        lines += ["", f"Load generator: one thread, {gen.get('runs', 0)} runs, CPU {gen.get('cpu_seconds', 0):.1f} s "
+                      f"over {gen.get('wall_seconds', 0):.1f} s of load ({gen.get('share', 0) * 100:.0f} % of one core "
+                      f"on average, busiest run {gen.get('busiest_share', 0) * 100:.0f} %: {gen.get('busiest_label', '')})."]
+    idle = results.get("idle", {})
+    if idle:
+        lines.append(f"Main mlstream server: idle RSS {idle.get('rss_kb', 0) / 1024:.1f} MB "
+                     f"({idle.get('threads')} threads) at start, {idle.get('rss_kb_after_run', 0) / 1024:.1f} MB "
+                     "after the run.")
+    for name, error in failed.items():
+        lines += ["", f"**{name} failed**: {error.strip().splitlines()[-1] if error.strip() else error}"]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        sys.stdout.write(render(json.load(f)))
