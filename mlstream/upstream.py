@@ -8,6 +8,7 @@ a decision of the caller, which knows whether anything was sent downstream.
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import logging
@@ -158,7 +159,7 @@ def translate_error(exc: BaseException, url: str) -> MLStreamError:
         return UpstreamTimeout(f"the provider at {host} sent nothing within the read timeout")
     if isinstance(exc, SSLError):
         return UpstreamError(f"TLS handshake with the provider at {host} failed", kind="connection")
-    if isinstance(exc, (ProtocolError, OSError)):
+    if isinstance(exc, (ProtocolError, OSError, http.client.HTTPException)):
         return UpstreamError(f"the connection to the provider at {host} broke: {_cause(exc)}", kind="connection")
     if isinstance(exc, HTTPError):
         return UpstreamError(f"the call to the provider at {host} failed: {type(exc).__name__}", kind="connection")

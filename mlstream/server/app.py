@@ -17,6 +17,7 @@ upstream pools and the store.
 
 from __future__ import annotations
 
+import _thread
 import logging
 import socket
 import ssl
@@ -176,6 +177,13 @@ class MLStreamServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         host = f"[{host}]" if ":" in host else host
         return f"{'https' if self.tls else 'http'}://{host}:{port}"
+
+    def process_request(self, request, client_address) -> None:  # type: ignore[override]
+        # Thread.start() waits until the new thread has run; with a thousand streams
+        # contending for the GIL that wait stalls the accept loop for seconds. A bare
+        # thread (daemon by nature, never joined, as daemon_threads asks) starts
+        # without waiting.
+        _thread.start_new_thread(self.process_request_thread, (request, client_address))
 
     def server_close(self) -> None:
         super().server_close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +57,9 @@ HEARTBEAT = encode_comment("ping")
 
 
 def content_event(content: Any) -> bytes:
-    return _EVENT_HEAD + _utf8(json.dumps(content, ensure_ascii=False)) + _EVENT_TAIL
+    # encode_basestring is json's C string escaper: json.dumps(text) without its setup.
+    text = encode_basestring(content) if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return _EVENT_HEAD + _utf8(text) + _EVENT_TAIL
 
 
 def last_event(finish_reason: str | None, usage: dict[str, int] | None) -> bytes:

@@ -1,116 +1,125 @@
 """One stream's bounded hand-over from its provider reader to its client writer.
 
-    reader (pool worker)                       writer (HTTP handler thread)
-      put(item) --blocks while full-->  deque  --get(timeout)--> SSE event
-                                        ^
-                 cancel(error) wakes both sides and shuts the upstream down
+    reader (pool worker)                                writer (HTTP handler thread)
+      credit = credits.get(stall timeout)   <-- credits.put() after each get
+      items.put(item)                       --> items.get(heartbeat timeout) -> SSE event
 
-Backpressure lives here: with ``capacity`` items queued the reader blocks in
-``put``, stops reading the upstream socket, and TCP pushes back on the provider.
-One lock and one condition serve both sides: the deque is never full and empty
-at once, so at most one side waits at a time and ``notify()`` wakes the right one;
-``cancel`` uses ``notify_all``.
+      cancel(error): flag set, a wake-up token put on both queues, upstream shut down
+
+Backpressure lives here: the reader needs a credit for every item, and there are
+``capacity`` credits. With that many items unread it blocks for a credit, stops
+reading the upstream socket, and TCP pushes back on the provider.
+
+Both queues are ``queue.SimpleQueue`` (C, one lock each): this hand-over runs
+once per relayed token, and a ``threading.Condition`` costs a fresh lock
+allocation and several Python-level lock operations per wait. Only one reader
+and one writer ever use a channel, so a single wake-up token per queue is enough
+for ``cancel`` to release whichever side is blocked.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections import deque
 from typing import Any
 
 from ..errors import MLStreamError
 from .events import Failure, StreamItem
 
+_WAKE = object()  # put by cancel(): "look at the cancelled flag"
+
 
 class Channel:
     def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._items: deque[StreamItem] = deque()
-        self._cond = threading.Condition(threading.Lock())
-        self._cancelled = False
+        self._items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._credits: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for _ in range(capacity):
+            self._credits.put(True)
+        self._cancelled = threading.Event()
         self._error: MLStreamError | None = None
+        self._lock = threading.Lock()  # guards _upstream and the cancel transition
         self._upstream: Any = None  # the urllib3 response being read, if any
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled
+        return self._cancelled.is_set()
 
     def put(self, item: StreamItem, timeout: float | None = None) -> bool:
-        """Queue ``item``, waiting while full; False if cancelled or still full at ``timeout``."""
-        with self._cond:
-            if len(self._items) >= self._capacity and not self._cancelled:
-                if not self._cond.wait_for(self._has_room_or_cancelled, timeout):
-                    return False
-            if self._cancelled:
-                return False
-            self._items.append(item)
-            self._cond.notify()
-            return True
+        """Queue ``item``, waiting while ``capacity`` items are unread.
+
+        False if the channel is cancelled, or still full at ``timeout`` (a stall).
+        """
+        if self._cancelled.is_set():
+            return False
+        try:
+            credit = self._credits.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        if credit is _WAKE or self._cancelled.is_set():
+            return False
+        self._items.put(item)
+        return True
 
     def get(self, timeout: float | None = None) -> StreamItem | None:
         """The next item; None if nothing came within ``timeout`` (a heartbeat is due).
 
         After ``cancel(error)`` it returns ``Failure(error)`` at once.
         """
-        with self._cond:
-            if not self._items and not self._cancelled:
-                self._cond.wait_for(self._has_item_or_cancelled, timeout)
-            if self._cancelled:
-                return Failure(self._error or MLStreamError("the stream was cancelled"))
-            if not self._items:
+        if not self._cancelled.is_set():
+            try:
+                item = self._items.get(timeout=timeout)
+            except queue.Empty:
                 return None
-            item = self._items.popleft()
-            self._cond.notify()
-            return item
+            if item is not _WAKE and not self._cancelled.is_set():
+                self._credits.put(True)
+                return item
+        return Failure(self._error or MLStreamError("the stream was cancelled"))
 
     def get_nowait(self) -> StreamItem | None:
         """The next item if one is queued (lets a writer batch what is ready)."""
-        with self._cond:
-            if self._cancelled or not self._items:
-                return None
-            item = self._items.popleft()
-            self._cond.notify()
-            return item
+        if self._cancelled.is_set():
+            return None
+        try:
+            item = self._items.get_nowait()
+        except queue.Empty:
+            return None
+        if item is _WAKE:
+            return None
+        self._credits.put(True)
+        return item
 
     def wait_cancelled(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; True as soon as the stream is cancelled."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._cancelled, timeout)
+        return self._cancelled.wait(timeout)
 
     def attach_upstream(self, response: Any) -> bool:
         """Remember the response being read so ``cancel`` can wake its reader.
 
         False (and the response is shut down) if the channel is already cancelled.
         """
-        with self._cond:
-            if not self._cancelled:
+        with self._lock:
+            if not self._cancelled.is_set():
                 self._upstream = response
                 return True
         _shutdown(response)
         return False
 
     def detach_upstream(self) -> None:
-        with self._cond:
+        with self._lock:
             self._upstream = None
 
     def cancel(self, error: MLStreamError | None = None) -> None:
         """Stop the stream: wake both sides, unblock an upstream read. Safe twice."""
-        with self._cond:
-            if self._cancelled:
+        with self._lock:
+            if self._cancelled.is_set():
                 return
-            self._cancelled = True
             self._error = error
-            self._items.clear()
+            self._cancelled.set()
             upstream, self._upstream = self._upstream, None
-            self._cond.notify_all()
+        self._items.put(_WAKE)
+        self._credits.put(_WAKE)
         if upstream is not None:
             _shutdown(upstream)  # outside the lock: it may block briefly on the socket
-
-    def _has_room_or_cancelled(self) -> bool:
-        return self._cancelled or len(self._items) < self._capacity
-
-    def _has_item_or_cancelled(self) -> bool:
-        return self._cancelled or bool(self._items)
 
 
 def _shutdown(response: Any) -> None:
