@@ -39,6 +39,7 @@ from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
 from .deadlines import Deadlines
 from .handler import HTTPRequestHandler
+from .hangups import HangupWatcher
 from .handlers import build_router
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,7 @@ class MLStreamServer(ThreadingHTTPServer):
     def __init__(self, app: App) -> None:
         self.app = app
         self.deadlines = Deadlines()
+        self.hangups = HangupWatcher()
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         try:
@@ -168,6 +170,7 @@ class MLStreamServer(ThreadingHTTPServer):
                     self.socket, server_side=True, do_handshake_on_connect=False)
         except BaseException:
             self.deadlines.close()
+            self.hangups.close()
             if getattr(self, "socket", None) is not None:
                 self.socket.close()
             raise
@@ -188,6 +191,7 @@ class MLStreamServer(ThreadingHTTPServer):
     def server_close(self) -> None:
         super().server_close()
         self.deadlines.close()
+        self.hangups.close()
 
     def handle_error(self, request, client_address) -> None:  # type: ignore[override]
         error = sys.exc_info()[1]

@@ -23,6 +23,7 @@ from ..streaming.channel import Channel
 from ..streaming.events import Delta, Done, Failure, Started
 from . import responses
 from .handlers import Request
+from .hangups import ClientGone
 from .responses import Reply
 
 if TYPE_CHECKING:
@@ -330,6 +331,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         """
         app = self.server.app
         app.in_flight.add(channel)
+        self.server.hangups.watch(self.connection, channel)
         chunks = 0
         bytes_out = 0
         first_chunk: float | None = None
@@ -346,6 +348,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 # frame that opens the stream (Bedrock throttling, an OpenAI error event)
                 # still be a proper HTTP status.
                 item = channel.get(heartbeat)
+            if isinstance(item, Failure) and isinstance(item.error, ClientGone):
+                return  # nobody to answer
             if isinstance(item, Failure):
                 outcome = "refused"
                 app.metrics.upstream_failure(item.error)
@@ -380,6 +384,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                         batch.append(responses.LAST_CHUNK)
                         outcome = "completed"
                     elif isinstance(item, Failure):
+                        if isinstance(item.error, ClientGone):
+                            return
                         app.metrics.upstream_failure(item.error)
                         batch.append(responses.chunk(responses.error_event(item.error)))
                         batch.append(responses.LAST_CHUNK)
@@ -399,8 +405,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             log.debug("client %s left mid-stream (%r)", self.client_address[0], exc)
         finally:
+            self.server.hangups.unwatch(self.connection)
             if outcome is None:
                 outcome = "client_gone"
+                self.close_connection = True
                 channel.cancel()  # stops the reader and closes the upstream connection
             app.in_flight.discard(channel)
             app.metrics.stream_finished(outcome, chunks, first_chunk)

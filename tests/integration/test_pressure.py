@@ -21,7 +21,8 @@ import pytest
 
 from mlstream.testing.fake_openai import Scenario, fake_tokens
 
-from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, openai_connector, raw_request, read_response, stream_body
+from .conftest import (HANG_GUARD, LOOPBACK_TRUST, Client, open_stream, openai_connector, raw_request, read_response,
+                       stream_body)
 from .test_cli import MLSTREAM
 
 # How long a client reads nothing in the backpressure test: the provider has to be
@@ -90,6 +91,21 @@ def test_a_reset_client_releases_the_worker_and_the_upstream(make_server, fake):
     assert fake.stats.wait_for(lambda s: s.client_disconnects == 1, HANG_GUARD)
     assert server.app.pool.wait_idle(HANG_GUARD)
     assert fake.stats.wait_for(lambda s: s.connections_open == 0, HANG_GUARD)
+
+
+def test_a_client_hanging_up_on_a_silent_provider_is_noticed_at_once(make_server, fake):
+    # The provider pauses 60 s between chunks and heartbeats are 120 s apart: nothing
+    # would be written to the client for a minute, so only the hang-up watcher can
+    # notice that it left.
+    server = make_server(heartbeat_interval=120.0)
+    client = Client(server.url)
+    model_id = client.model_for(openai_connector(fake, model=Scenario(chunks=3, delay_ms=60_000).to_model()))
+    sock, reader = open_stream(server, model_id)
+    reader.close()
+    sock.close()
+    assert fake.stats.wait_for(lambda s: s.client_disconnects == 1, HANG_GUARD)
+    assert server.app.pool.wait_idle(HANG_GUARD)
+    assert server.app.in_flight.wait_idle(HANG_GUARD)
 
 
 # 3. client stalls -> cut after the stall timeout ---------------------------------------------
