@@ -408,6 +408,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self.server.hangups.unwatch(self.connection)
             if outcome is None:
                 outcome = "client_gone"
+                access.status = access.status or 499  # nginx's "client closed request"
                 self.close_connection = True
                 channel.cancel()  # stops the reader and closes the upstream connection
             app.in_flight.discard(channel)
