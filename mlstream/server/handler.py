@@ -384,12 +384,13 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                         batch.append(responses.LAST_CHUNK)
                         outcome = "completed"
                     elif isinstance(item, Failure):
-                        if isinstance(item.error, ClientGone):
-                            return
-                        app.metrics.upstream_failure(item.error)
+                        # A client that only shut its sending side still reads: end the
+                        # body properly for it (for one that is gone, the write just fails).
+                        outcome = "client_gone" if isinstance(item.error, ClientGone) else "failed"
+                        if outcome == "failed":
+                            app.metrics.upstream_failure(item.error)
                         batch.append(responses.chunk(responses.error_event(item.error)))
                         batch.append(responses.LAST_CHUNK)
-                        outcome = "failed"
                     if outcome is not None or len(batch) >= MAX_BATCH_EVENTS:
                         break
                     item = channel.get_nowait()
@@ -408,9 +409,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self.server.hangups.unwatch(self.connection)
             if outcome is None:
                 outcome = "client_gone"
+                channel.cancel()  # stops the reader and closes the upstream connection
+            if outcome == "client_gone":
                 access.status = access.status or 499  # nginx's "client closed request"
                 self.close_connection = True
-                channel.cancel()  # stops the reader and closes the upstream connection
             app.in_flight.discard(channel)
             app.metrics.stream_finished(outcome, chunks, first_chunk)
             if outcome != "refused":
