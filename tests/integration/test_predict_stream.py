@@ -230,4 +230,5 @@ def test_client_disconnect_frees_the_worker_and_closes_the_upstream(make_server,
     assert fake.stats.wait_for(lambda s: s.client_disconnects == 1, HANG_GUARD)
     assert server.app.pool.wait_idle(HANG_GUARD)
     assert fake.stats.streams_completed == 0
+    assert server.app.in_flight.wait_idle(HANG_GUARD)  # the handler has finished too
     assert server.app.in_flight.streams == 0
