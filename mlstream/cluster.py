@@ -19,10 +19,14 @@ class ClusterSettings:
     def __init__(self, store: Store, server: ServerSettings) -> None:
         self._store = store
         self._server = server
+        # Guards the three values below, read on every predict. Only dict work runs under
+        # it; the store write of an update runs under _update_lock, before the swap.
         self._lock = threading.Lock()
+        # Serialises updates (one admin PUT at a time); the hot path never takes it.
+        self._update_lock = threading.Lock()
         self._persistent = store.get_settings()
         self._transient: dict[str, Any] = {}
-        self._policy = self._build_policy()
+        self._policy = self._build_policy(self._persistent, self._transient)
 
     def value(self, key: str) -> Any:
         with self._lock:
@@ -55,29 +59,39 @@ class ClusterSettings:
         changes = {section: {key: validate_cluster_setting(key, value)
                              for key, value in flatten_settings(body.get(section) or {}).items()}
                    for section in ("persistent", "transient")}
-        with self._lock:
+        with self._update_lock:
+            persistent = self._persistent
             if changes["persistent"]:
                 self._store.put_settings(changes["persistent"])
-                self._persistent = self._store.get_settings()
+                persistent = self._store.get_settings()
+            with self._lock:
+                transient = dict(self._transient)
             for key, value in changes["transient"].items():
                 if value is None:
-                    self._transient.pop(key, None)
+                    transient.pop(key, None)
                 else:
-                    self._transient[key] = value
-            self._policy = self._build_policy()
+                    transient[key] = value
+            policy = self._build_policy(persistent, transient)
+            with self._lock:
+                self._persistent, self._transient, self._policy = persistent, transient, policy
         return {"acknowledged": True, "persistent": _nest(changes["persistent"]),
                 "transient": _nest(changes["transient"])}
 
     def _effective(self, key: str) -> Any:
-        for layer in (self._transient, self._persistent):
-            if key in layer:
-                return layer[key]
-        return CLUSTER_SETTING_DEFAULTS[key]
+        return _effective(key, self._persistent, self._transient)
 
-    def _build_policy(self) -> EndpointPolicy:
-        patterns = tuple(self._effective(TRUSTED_ENDPOINTS)) + self._server.trusted_endpoints
-        allow_private = self._server.allow_private_endpoints or bool(self._effective(PRIVATE_IP_ENABLED))
+    def _build_policy(self, persistent: dict[str, Any], transient: dict[str, Any]) -> EndpointPolicy:
+        patterns = tuple(_effective(TRUSTED_ENDPOINTS, persistent, transient)) + self._server.trusted_endpoints
+        allow_private = (self._server.allow_private_endpoints
+                         or bool(_effective(PRIVATE_IP_ENABLED, persistent, transient)))
         return EndpointPolicy(patterns, allow_private)
+
+
+def _effective(key: str, persistent: dict[str, Any], transient: dict[str, Any]) -> Any:
+    for layer in (transient, persistent):
+        if key in layer:
+            return layer[key]
+    return CLUSTER_SETTING_DEFAULTS[key]
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:

@@ -79,8 +79,13 @@ class Registry:
         self._store = store
         self._codec = codec
         self._endpoint_policy = endpoint_policy
+        # Guards the resolved-model cache: dict lookups and updates only. A miss reads
+        # the store (its own lock) with this lock released.
         self._cache_lock = threading.Lock()
         self._cache: dict[str, ResolvedModel] = {}
+        # Bumped by every invalidation: a miss read before one must not fill the cache
+        # after it (an undeployed model would go on serving from a stale entry).
+        self._cache_generation = 0
 
     # --- connectors ------------------------------------------------------------
 
@@ -206,6 +211,7 @@ class Registry:
         """The model for a predict call, deploying it on first use (ml-commons' auto-deploy)."""
         with self._cache_lock:
             cached = self._cache.get(model_id)
+            generation = self._cache_generation
         if cached is not None:
             return cached
         with self._store.transaction():
@@ -221,7 +227,8 @@ class Registry:
         resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector,
                                  parse_rate_limiter(limiter) if limiter else None)
         with self._cache_lock:
-            self._cache[model_id] = resolved
+            if generation == self._cache_generation:
+                self._cache[model_id] = resolved
         return resolved
 
     # --- tasks -----------------------------------------------------------------
@@ -289,6 +296,7 @@ class Registry:
     def _invalidate(self) -> None:
         with self._cache_lock:
             self._cache.clear()
+            self._cache_generation += 1
 
 
 def parse_rate_limiter(raw: Any) -> RateLimit | None:

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 # meta: the store's own bookkeeping (e.g. the master-key check value).
 KINDS = ("connector", "model", "task", "apikey", "meta")
+# How long a write waits for another process's write lock (``mlstream keys`` beside a server).
+BUSY_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +89,9 @@ class SQLiteStore(Store):
 
     One connection serialised by a lock: writes are rare (admin calls) and reads on
     the predict path are served from the caller's cache, so a connection pool would
-    buy nothing but complexity.
+    buy nothing but complexity. Reads outside a transaction (the change counter,
+    asked on every request, among them) have a connection and a lock of their own,
+    so they never wait behind a write.
     """
 
     FILENAME = "mlstream.db"
@@ -95,11 +99,17 @@ class SQLiteStore(Store):
     def __init__(self, data_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.path = data_dir / self.FILENAME
+        # Guards the write connection, the transaction depth and its owner. Writes run
+        # under it (disk I/O, up to BUSY_TIMEOUT waiting for another process's write):
+        # only admin calls and a model-cache miss take it, never a request's hot path.
         self._lock = threading.RLock()
         self._depth = 0
+        self._owner: int | None = None  # the thread inside the outermost transaction
+        # Guards the read connection. WAL readers never wait for a writer, so under it
+        # runs one short read (a page-cache lookup, or the in-memory change counter).
+        self._read_lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False,
-                                       isolation_level=None, timeout=10.0)
+            self._db = self._connect()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             for kind in KINDS:
@@ -109,8 +119,16 @@ class SQLiteStore(Store):
                     " id TEXT NOT NULL UNIQUE, doc TEXT NOT NULL, secret TEXT)")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            # A second connection for reads outside a transaction. Its data_version also
+            # moves when the write connection commits, so the change counter sees this
+            # process's writes as well as other processes'.
+            self._read_db = self._connect()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
+                               timeout=BUSY_TIMEOUT)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -118,26 +136,27 @@ class SQLiteStore(Store):
             outermost = self._depth == 0
             if outermost:
                 self._execute("BEGIN IMMEDIATE")
+                self._owner = threading.get_ident()
             self._depth += 1
             try:
                 yield
             except BaseException:
                 self._depth -= 1
                 if outermost:
+                    self._owner = None
                     self._execute("ROLLBACK")
                 raise
             self._depth -= 1
             if outermost:
+                self._owner = None
                 self._execute("COMMIT")
 
     def get(self, kind: str, record_id: str) -> Record | None:
-        row = self._query_one(f"SELECT id, doc, secret FROM {_table(kind)} WHERE id = ?", (record_id,))
-        return _record(row) if row else None
+        rows = self._read(f"SELECT id, doc, secret FROM {_table(kind)} WHERE id = ?", (record_id,))
+        return _record(rows[0]) if rows else None
 
     def scan(self, kind: str) -> list[Record]:
-        with self._lock:
-            rows = self._execute(f"SELECT id, doc, secret FROM {_table(kind)} ORDER BY seq").fetchall()
-        return [_record(row) for row in rows]
+        return [_record(row) for row in self._read(f"SELECT id, doc, secret FROM {_table(kind)} ORDER BY seq")]
 
     def put(self, kind: str, record: Record) -> None:
         self._write(
@@ -149,9 +168,7 @@ class SQLiteStore(Store):
         return self._write(f"DELETE FROM {_table(kind)} WHERE id = ?", (record_id,)) > 0
 
     def get_settings(self) -> dict[str, Any]:
-        with self._lock:
-            rows = self._execute("SELECT key, value FROM settings").fetchall()
-        return {key: json.loads(value) for key, value in rows}
+        return {key: json.loads(value) for key, value in self._read("SELECT key, value FROM settings")}
 
     def put_settings(self, values: dict[str, Any]) -> None:
         with self.transaction():
@@ -165,11 +182,12 @@ class SQLiteStore(Store):
                         (key, json.dumps(value)))
 
     def change_counter(self) -> int:
-        # PRAGMA data_version changes when another connection commits; cheap (no I/O).
-        row = self._query_one("PRAGMA data_version", ())
-        return int(row[0]) if row else 0
+        rows = self._read("PRAGMA data_version")
+        return int(rows[0][0]) if rows else 0
 
     def close(self) -> None:
+        with self._read_lock:
+            self._read_db.close()
         with self._lock:
             self._db.close()
 
@@ -179,9 +197,17 @@ class SQLiteStore(Store):
         with self.transaction():
             return self._execute(sql, params).rowcount
 
-    def _query_one(self, sql: str, params: tuple) -> tuple | None:
-        with self._lock:
-            return self._execute(sql, params).fetchone()
+    def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """Rows of a read: inside this thread's transaction on its connection (to see its
+        own writes and keep its checks valid), else on the read connection."""
+        if self._owner == threading.get_ident():
+            with self._lock:
+                return self._execute(sql, params).fetchall()
+        with self._read_lock:
+            try:
+                return self._read_db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"store operation failed: {exc}") from exc
 
     def _execute(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
         try:
