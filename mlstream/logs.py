@@ -2,18 +2,33 @@
 
 Access lines never carry a secret or a prompt: only the request's method, path,
 model id, sizes, timings, statuses and request id.
+
+A log line is never written by the thread that logs it. A handler's stream lock
+is held across its write, so with stderr on a pipe nobody drains (a stopped
+log shipper, a full terminal), every request logging its access line would stop
+on that lock. Lines instead go through a bounded queue to one writer thread;
+when the queue is full a line is dropped and counted (``dropped_lines``), and
+the request goes on.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import queue
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 access_log = logging.getLogger("mlstream.access")
+
+# Lines waiting for the writer thread; past this, lines are dropped (and counted).
+MAX_QUEUED_LINES = 10_000
+# At exit, how long the writer gets to flush what is queued.
+FLUSH_SECONDS = 2.0
 
 
 @dataclass(slots=True)
@@ -63,8 +78,60 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
+class QueuedLines(logging.Handler):
+    """Takes a line in the caller's thread without waiting; one writer thread writes it."""
+
+    def __init__(self, target: logging.Handler, capacity: int = MAX_QUEUED_LINES) -> None:
+        super().__init__()
+        self._target = target
+        self._lines: queue.Queue[logging.LogRecord | None] = queue.Queue(capacity)
+        # Guards nothing but the count; put_nowait never waits.
+        self._dropped_lock = threading.Lock()
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._write, name="mlstream-log-writer", daemon=True)
+        self._thread.start()
+
+    def createLock(self) -> None:  # noqa: N802 - logging's name
+        self.lock = None  # emit() only enqueues: no lock held across it, none needed
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # The message is merged now, as logging.handlers.QueueHandler does: its
+        # arguments may change once the caller goes on.
+        record.msg, record.args = record.getMessage(), None
+        try:
+            self._lines.put_nowait(record)
+        except queue.Full:
+            with self._dropped_lock:
+                self.dropped += 1
+
+    def close(self) -> None:
+        """Let the writer flush what is queued, for at most FLUSH_SECONDS."""
+        try:
+            self._lines.put(None, timeout=FLUSH_SECONDS)
+        except queue.Full:
+            pass
+        self._thread.join(FLUSH_SECONDS)
+        super().close()
+
+    def _write(self) -> None:
+        while True:
+            record = self._lines.get()
+            if record is None:
+                return
+            self._target.handle(record)
+
+
+_queued: QueuedLines | None = None
+
+
+def dropped_lines() -> int:
+    """Log lines dropped because the log's destination did not keep up."""
+    return _queued.dropped if _queued is not None else 0
+
+
 def configure_logging(level: str, log_format: str) -> None:
     """Send every log line to stderr in ``log_format`` ("text" or "json")."""
+    global _queued
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JSONFormatter())
@@ -73,5 +140,15 @@ def configure_logging(level: str, log_format: str) -> None:
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
-    root.addHandler(handler)
+    if _queued is None:
+        atexit.register(_flush_at_exit)
+    else:
+        _queued.close()
+    _queued = QueuedLines(handler)
+    root.addHandler(_queued)
     root.setLevel(level.upper())
+
+
+def _flush_at_exit() -> None:
+    if _queued is not None:
+        _queued.close()

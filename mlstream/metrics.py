@@ -12,6 +12,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from .errors import MLStreamError, UpstreamError
+from .logs import dropped_lines
 
 if TYPE_CHECKING:
     from .streaming.pool import StreamPool
@@ -24,6 +25,7 @@ TTFC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.
 class Metrics:
     def __init__(self, pool: "StreamPool") -> None:
         self._pool = pool
+        # Guards the counters: only arithmetic under it (and render's formatting).
         self._lock = threading.Lock()
         self._chunks = 0
         self._streams = Counter[str]()
@@ -92,6 +94,9 @@ class Metrics:
                 "# TYPE mlstream_http_requests_total counter",
                 *(f'mlstream_http_requests_total{{route="{route}",method="{method}",status="{status}"}} {n}'
                   for (route, method, status), n in sorted(self._http_requests.items())),
+                "# HELP mlstream_log_lines_dropped_total Log lines dropped because the log's destination did not keep up.",
+                "# TYPE mlstream_log_lines_dropped_total counter",
+                f"mlstream_log_lines_dropped_total {dropped_lines()}",
                 "# HELP mlstream_http_request_duration_seconds Time to answer (streams: to their end), by route.",
                 "# TYPE mlstream_http_request_duration_seconds histogram",
             ]
