@@ -25,6 +25,7 @@ class _Bucket:
 
 class RateLimiter:
     def __init__(self) -> None:
+        # Guards the buckets: arithmetic only, never a wait (a refusal is raised outside).
         self._lock = threading.Lock()
         self._buckets: dict[str, _Bucket] = {}
 

@@ -93,6 +93,8 @@ class UpstreamClient:
     """Connection pools keyed by ``max_connection`` and whether private addresses are allowed."""
 
     def __init__(self) -> None:
+        # Guards the pool managers by key: creating a PoolManager opens nothing; the
+        # managers are cleared (their sockets closed) after it is released.
         self._lock = threading.Lock()
         self._managers: dict[tuple[int, bool], urllib3.PoolManager] = {}
 

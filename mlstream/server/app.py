@@ -58,6 +58,8 @@ class InFlight:
     can wait for them (and cancel the streams still open at its deadline)."""
 
     def __init__(self) -> None:
+        # Guards the request count and the channel set: arithmetic and set updates
+        # only; cancel_streams cancels (shuts sockets down) after releasing it.
         self._cond = threading.Condition()
         self._requests = 0
         self._channels: set[Channel] = set()

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 class Deadlines:
     def __init__(self) -> None:
+        # Guards the heap and the disarmed set: heap pushes and pops only. The deadline
+        # thread waits on it (releasing it) and shuts sockets down after releasing it.
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, socket.socket]] = []
         self._disarmed: set[int] = set()

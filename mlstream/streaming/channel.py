@@ -37,7 +37,9 @@ class Channel:
             self._credits.put(True)
         self._cancelled = threading.Event()
         self._error: MLStreamError | None = None
-        self._lock = threading.Lock()  # guards _upstream and the cancel transition
+        # Guards _upstream and the cancel transition: attribute swaps only; the
+        # response's shutdown (a socket call) runs after it is released.
+        self._lock = threading.Lock()
         self._upstream: Any = None  # the urllib3 response being read, if any
 
     @property

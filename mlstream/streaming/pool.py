@@ -26,6 +26,8 @@ class StreamPool:
         self.workers = workers
         self.backlog = backlog
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlstream-reader")
+        # Guards the counts: arithmetic and notify only. The executor's submit and the
+        # job itself run outside it; wait_until releases it while it waits.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # notified on every count change
         self.active = 0
