@@ -3,6 +3,11 @@
 ``BaseHTTPRequestHandler`` speaks HTTP/1.0 unless told otherwise and writes HTML
 errors; here it speaks HTTP/1.1 (keep-alive, chunked) and every error, its own
 protocol errors included, is the JSON body of ``responses.error_reply``.
+
+An HTTP/1.0 client cannot read chunked framing (RFC 9112 6.1): its stream is a
+close-delimited body (the bare SSE events, ``Connection: close``, then the close),
+and its other replies carry Content-Length and close unless it asked for keep-alive
+(the stdlib's ``close_connection`` rules).
 """
 
 from __future__ import annotations
@@ -36,6 +41,11 @@ CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, Ti
 # Chunk-size lines and trailers of a chunked request body are short; a longer line
 # is a broken or hostile client.
 MAX_CHUNK_LINE = 4096
+# Trailers come after the header deadline is disarmed, so they are bounded like a
+# head: no more lines than the stdlib allows headers (http.client._MAXHEADERS), and a
+# total far above any real trailer section (a checksum or two) but far below memory.
+MAX_TRAILER_LINES = 100
+MAX_TRAILER_BYTES = 16 * 1024
 # Events already queued are written together (each still its own HTTP chunk), so a
 # fast provider costs one syscall per batch instead of one per token.
 MAX_BATCH_EVENTS = 64
@@ -78,6 +88,11 @@ class NotImplementedCoding(MLStreamError):
     error_type = "illegal_argument_exception"
 
 
+class TrailersTooLarge(MLStreamError):
+    http_status = 431
+    error_type = "too_long_http_header_exception"
+
+
 def _request_id(presented: str | None) -> str:
     """The client's X-Request-Id if it is a sane token, else a fresh one."""
     if presented and len(presented) <= MAX_REQUEST_ID and _REQUEST_ID.fullmatch(presented):
@@ -95,6 +110,18 @@ def _check_content_type(content_type: str | None, has_body: bool) -> None:
         return
     raise UnsupportedMediaType(f"Content-Type header [{content_type}] is not supported: send JSON "
                                "with Content-Type: application/json")
+
+
+def _chunked_ok(request_version: str) -> bool:
+    """Whether the client speaks HTTP/1.1 or later, so may be sent a chunked body.
+
+    ``parse_request`` has checked the form (``HTTP/<digits>.<digits>``, not 0.9).
+    """
+    major, _, minor = request_version.removeprefix("HTTP/").partition(".")
+    try:
+        return (int(major), int(minor)) >= (1, 1)
+    except ValueError:
+        return False
 
 
 def _depth(value: Any) -> int:
@@ -263,14 +290,27 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             if self.rfile.read(2) != b"\r\n":
                 self.close_connection = True
                 raise BadRequest("malformed chunked request body")
-        while True:  # trailers, up to the blank line
+        self._skip_trailers()
+        return b"".join(parts)
+
+    def _skip_trailers(self) -> None:
+        """Read the trailer section up to its blank line; trailers are ignored."""
+        lines = 0
+        total = 0
+        while True:
             line = self.rfile.readline(MAX_CHUNK_LINE + 1)
             if line in (b"\r\n", b"\n", b""):
-                break
+                return
             if len(line) > MAX_CHUNK_LINE:
                 self.close_connection = True
                 raise BadRequest("malformed chunked request trailer")
-        return b"".join(parts)
+            lines += 1
+            total += len(line)
+            if lines > MAX_TRAILER_LINES or total > MAX_TRAILER_BYTES:
+                # The rest of the section is unread: this connection cannot be reused.
+                self.close_connection = True
+                raise TrailersTooLarge(f"chunked request trailers exceed {MAX_TRAILER_LINES} lines "
+                                       f"or {MAX_TRAILER_BYTES} bytes")
 
     # --- responses -------------------------------------------------------------
 
@@ -324,7 +364,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     # --- streams ---------------------------------------------------------------
 
     def relay(self, channel: Channel, started: float) -> None:
-        """Drain ``channel`` into a chunked SSE response.
+        """Drain ``channel`` into an SSE response: chunked for HTTP/1.1, close-delimited
+        for an HTTP/1.0 client (which cannot read chunks; the close ends its body).
 
         The status line waits for the provider: its error becomes our HTTP error,
         its 2xx headers commit a 200. After that, failures are a final error event.
@@ -357,13 +398,18 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                     access.upstream_status = item.error.upstream_status
                 self._write_reply(responses.error_reply(item.error))
                 return
+            # The framing is chosen once per stream, so the per-event path stays one call.
+            chunked = _chunked_ok(self.request_version)
+            frame, end = (responses.chunk, responses.LAST_CHUNK) if chunked else (responses.unframed, b"")
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("X-Accel-Buffering", "no")
-            self.send_header("Transfer-Encoding", "chunked")
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
             self.send_header("X-Request-Id", self._request_id)
-            if app.draining.is_set():
+            if not chunked or app.draining.is_set():
+                # Without chunks only the close tells an HTTP/1.0 client the body ended.
                 self.close_connection = True
                 self.send_header("Connection", "close")
             self.end_headers()
@@ -371,17 +417,17 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             write = self.wfile.write
             while True:
                 if item is None:
-                    write(responses.chunk(responses.HEARTBEAT))
+                    write(frame(responses.HEARTBEAT))
                     item = channel.get(heartbeat)
                     continue
                 batch: list[bytes] = []
                 while item is not None:
                     if isinstance(item, Delta):
-                        batch.append(responses.chunk(responses.content_event(item.content)))
+                        batch.append(frame(responses.content_event(item.content)))
                         chunks += 1
                     elif isinstance(item, Done):
-                        batch.append(responses.chunk(responses.last_event(item.finish_reason, item.usage)))
-                        batch.append(responses.LAST_CHUNK)
+                        batch.append(frame(responses.last_event(item.finish_reason, item.usage)))
+                        batch.append(end)
                         outcome = "completed"
                     elif isinstance(item, Failure):
                         # A client that only shut its sending side still reads: end the
@@ -389,8 +435,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                         outcome = "client_gone" if isinstance(item.error, ClientGone) else "failed"
                         if outcome == "failed":
                             app.metrics.upstream_failure(item.error)
-                        batch.append(responses.chunk(responses.error_event(item.error)))
-                        batch.append(responses.LAST_CHUNK)
+                        batch.append(frame(responses.error_event(item.error)))
+                        batch.append(end)
                     if outcome is not None or len(batch) >= MAX_BATCH_EVENTS:
                         break
                     item = channel.get_nowait()

@@ -81,4 +81,9 @@ def chunk(data: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(data), data)
 
 
+def unframed(data: bytes) -> bytes:
+    """``data`` as it is: the framing of a close-delimited (HTTP/1.0) body."""
+    return data
+
+
 LAST_CHUNK = b"0\r\n\r\n"
