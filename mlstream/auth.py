@@ -6,9 +6,21 @@ would cost every request). A request presents its key as ``Authorization: Bearer
 <key>`` or as the password of HTTP Basic auth (``curl -u name:KEY``).
 
 Roles: ``admin`` may do everything; ``user`` may predict, stream, and read models.
-While no key exists the server is open (bound to loopback only, see the CLI).
 Keys created or revoked by ``mlstream keys`` in another process take effect at the
 server's next request: the store's change counter tells it to reload.
+
+What the server does while no key exists (it only ever moves from open to closed):
+
+* **Open** — every route answers anyone — only while the server has never had a key
+  and may be open: it is on a loopback address (the demo, a first try of the README),
+  or ``--insecure-no-auth`` asked for it. ``mlstream serve`` refuses to start without
+  keys on any other address.
+* **Closed** — once the server has had a key, or when it was told to refuse
+  (``refuse_without_keys``: ``mlstream serve`` on a non-loopback address). Revoking
+  the last key then locks every authenticated route (401 saying no key exists and how
+  to create one) instead of silently opening them; ``/healthz`` and ``/readyz`` stay
+  open as always. A warning is logged once when the last key goes, an info line when
+  keys are back. Restart the server to open it again.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import logging
 import secrets
 import threading
 import time
@@ -24,9 +37,12 @@ from dataclasses import dataclass
 from .errors import BadRequest, Forbidden, Unauthorized
 from .store import Record, Store
 
+log = logging.getLogger(__name__)
+
 ROLES = ("admin", "user")
 KEY_PREFIX = "mls_"
 _CHALLENGE = {"WWW-Authenticate": 'Basic realm="mlstream", Bearer realm="mlstream"'}
+_CREATE_HINT = "create one with 'mlstream keys create --role admin' (with the server's --data-dir)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,24 +83,35 @@ class KeyStore:
 class Authenticator:
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the fields below; nothing blocking (store, log) runs under it
         self._by_hash: dict[str, ApiKey] = {}
         self._seen_counter: int | None = None
+        self._had_keys = False        # a key existed at some point of this run
+        self._refuse_empty = False    # refuse_without_keys() was called
+
+    def refuse_without_keys(self) -> None:
+        """Never be open for want of keys (a server on a non-loopback address)."""
+        with self._lock:
+            self._refuse_empty = True
 
     @property
     def keys_exist(self) -> bool:
-        return bool(self._keys())
+        return bool(self._keys()[0])
 
     def authenticate(self, authorization: str | None, required_role: str) -> ApiKey | None:
-        """The caller's key, checked for ``required_role``; None while no key exists.
+        """The caller's key, checked for ``required_role``; None while the server is open.
 
         Unauthorized (401) for a missing or unknown key — the same answer either way,
         so it tells nothing about which keys exist; Forbidden (403) for a known key
-        whose role is not enough.
+        whose role is not enough. With no key at all on a server that must not be open
+        (see the module docstring), a 401 that says so.
         """
-        keys = self._keys()
+        keys, closed = self._keys()
         if not keys:
-            return None
+            if not closed:
+                return None
+            raise Unauthorized(f"no API key exists, so this server refuses every request: {_CREATE_HINT}",
+                               headers=_CHALLENGE)
         secret = _presented_secret(authorization)
         if secret is None:
             raise Unauthorized("missing authentication credentials: send an API key as "
@@ -99,14 +126,37 @@ class Authenticator:
                             "it needs role [admin]")
         return key
 
-    def _keys(self) -> dict[str, ApiKey]:
+    def _keys(self) -> tuple[dict[str, ApiKey], bool]:
+        """(keys by hash, whether an empty key set means closed), reloaded if the store changed.
+
+        The store is read outside the lock; the lock only swaps the result in. Two
+        requests may reload at once: the store's change counter only grows, and a scan
+        taken after reading counter N is at least as new as N, so the swap keeps the
+        result of the higher counter and drops a stale one.
+        """
         counter = self._store.change_counter()
         with self._lock:
-            if counter != self._seen_counter:
-                self._by_hash = {record.secret: _key(record) for record in self._store.scan("apikey")
-                                 if record.secret}
-                self._seen_counter = counter
-            return self._by_hash
+            if counter == self._seen_counter:
+                return self._by_hash, self._had_keys or self._refuse_empty
+        by_hash = {record.secret: _key(record) for record in self._store.scan("apikey") if record.secret}
+        with self._lock:
+            previous, had_keys = self._seen_counter, self._had_keys
+            self._had_keys = had_keys or bool(by_hash)  # even from a scan dropped as stale
+            if previous is not None and counter < previous:
+                return self._by_hash, self._had_keys or self._refuse_empty  # a newer reload won
+            lost_all = bool(self._by_hash) and not by_hash
+            appeared = previous is not None and not self._by_hash and bool(by_hash)
+            self._by_hash, self._seen_counter = by_hash, counter
+            closed = self._had_keys or self._refuse_empty
+        # Logged outside the lock (a log handler may block on its stream). One reload
+        # makes each transition, so each is logged once.
+        if lost_all:
+            log.warning("the last API key was revoked: every authenticated route now answers 401 "
+                        "until a key exists again; %s", _CREATE_HINT)
+        elif appeared:
+            log.info("API keys exist %s (%d): authenticated routes require one",
+                     "again" if had_keys else "now", len(by_hash))
+        return by_hash, closed
 
 
 def _presented_secret(authorization: str | None) -> str | None:

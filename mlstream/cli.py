@@ -54,14 +54,19 @@ def serve(settings: ServerSettings) -> int:
     from .server.app import Server
 
     server = Server(settings)
+    public = not _is_loopback(settings.host)
+    if public and not settings.insecure_no_auth:
+        # Losing the last key while running must lock this server, never open it.
+        server.app.authenticator.refuse_without_keys()
     if not server.app.authenticator.keys_exist:
-        if not _is_loopback(settings.host) and not settings.insecure_no_auth:
+        if public and not settings.insecure_no_auth:
             server.stop(drain_timeout=0)
             raise MLStreamError(
                 f"refusing to serve on {settings.host} without API keys: create one with "
                 "'mlstream keys create --role admin', or pass --insecure-no-auth")
         log.warning("no API keys exist: every route is open to anyone who can reach %s "
-                    "(create one with 'mlstream keys create --role admin')", settings.host)
+                    "(create one with 'mlstream keys create --role admin'; once a key has "
+                    "existed, revoking the last one locks the server instead)", settings.host)
     server.start()
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
