@@ -9,7 +9,8 @@ and message CRCs, size limits); this module maps Converse's event types:
                        toolUse.input  a fragment of the tool call's JSON input
     contentBlockStop                  a finished tool call -> Delta({"toolUse": {...}})
     messageStop                       the stop reason
-    metadata                          usage -> Done(stop reason, usage)
+    metadata                          usage -> Done(stop reason, usage), usage under
+                                      Bedrock's names (USAGE_FIELDS)
     :message-type exception           Failure, with the status the exception stands for
 """
 
@@ -28,6 +29,9 @@ from ..errors import BadRequest, UpstreamError, UpstreamTimeout
 from ..streaming.events import Delta, Done, Failure, StreamItem
 
 _CONVERSE_PATH = re.compile(r"/converse/?$")
+# The usage the stream's final event carries: Bedrock's own names, as the non-stream
+# Converse answer has them (cache counters and any other field are not relayed).
+USAGE_FIELDS = ("inputTokens", "outputTokens", "totalTokens")
 
 # What an exception message in the stream means for our caller (before the first
 # event it becomes the HTTP status; after it, the final error event).
@@ -152,8 +156,7 @@ class ConverseStreamDecoder:
             return None
         if event == "metadata":
             usage = _object(body.get("usage"))
-            return Done(self._stop_reason, {"input_tokens": _count(usage.get("inputTokens")),
-                                            "output_tokens": _count(usage.get("outputTokens"))})
+            return Done(self._stop_reason, {name: _count(usage.get(name)) for name in USAGE_FIELDS})
         return None  # messageStart and anything new
 
 

@@ -12,6 +12,9 @@ from ..sse import SSEDecoder
 from ..streaming.events import Delta, Done, Failure, StreamItem
 
 _DONE_MARKER = "[DONE]"
+# The usage the stream's final event carries: OpenAI's own names, as its non-stream
+# answer has them (nested details and any other field are not relayed).
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +83,7 @@ class OpenAIStreamDecoder:
             return Failure(UpstreamError(f"the provider failed mid-stream: {_error_message(chunk['error'])}"))
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self._usage = {"input_tokens": usage.get("prompt_tokens"),
-                           "output_tokens": usage.get("completion_tokens")}
+            self._usage = {name: _count(usage.get(name)) for name in USAGE_FIELDS}
         choices = chunk.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             return None
@@ -104,6 +106,11 @@ def _json_object_body(request: UpstreamRequest) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequest("the connector's request_body must render to a JSON object to stream it")
     return body
+
+
+def _count(value: Any) -> int | None:
+    """A token count, or None for anything the provider sent that is not one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _error_message(error: Any) -> str:

@@ -61,6 +61,32 @@ def maps(response) -> list[dict[str, Any]]:
     return [e["inference_results"][0]["output"][0]["dataAsMap"] for e in response.events()]
 
 
+def predict(client: Client, model_id: str, **fake: Any):
+    """The non-stream route, read raw so the error body's exact bytes can be checked."""
+    body = {"parameters": {"inputs": "Who is Hamlet?", "fake": fake}}
+    return raw_request(client.base_url, "POST", f"/_plugins/_ml/models/{model_id}/_predict",
+                       json.dumps(body).encode())
+
+
+def secrets_of(fake: FakeBedrock) -> list[str]:
+    return [fake.secret_key] + ([fake.session_token] if fake.session_token else [])
+
+
+def assert_error(response, status: int, message: str, secrets: list[str]) -> str:
+    """``response`` is ``status`` with mlstream's JSON error body (``MLStreamError.to_body``)
+    carrying the provider's ``message``, and no secret anywhere in it; returns the reason."""
+    assert response.status == status, (response.status, response.body)
+    assert response.headers["content-type"].startswith("application/json")
+    body = json.loads(response.body)
+    reason = body["error"]["reason"]
+    cause = {"type": "remote_inference_exception", "reason": reason}
+    assert body == {"error": {"root_cause": [cause], **cause}, "status": status}
+    assert reason.startswith("Error from remote service") and message in reason, reason
+    for secret in secrets:
+        assert secret.encode() not in response.body
+    return reason
+
+
 def test_predict_returns_the_converse_json_and_filters_it(client, bedrock):
     model_id = client.model_for(bedrock_connector(bedrock))
     whole = client.ok("POST", f"/_plugins/_ml/models/{model_id}/_predict", {"parameters": {"inputs": "Hi", "fake": {}}})
@@ -87,11 +113,18 @@ def test_stream_text_usage_and_stop_reason(client, bedrock, interface):
     last = events[-1]
     assert last["is_last"] is True and last["content"] == ""
     assert last["finish_reason"] == "end_turn"
-    assert last["usage"]["output_tokens"] == len(fake_tokens(Scenario())) and last["usage"]["input_tokens"] > 0
+    # usage under Bedrock's own names, as the non-stream answer carries it
+    assert set(last["usage"]) == {"inputTokens", "outputTokens", "totalTokens"}, last["usage"]
+    assert last["usage"]["outputTokens"] == len(fake_tokens(Scenario())) and last["usage"]["inputTokens"] > 0
+    assert last["usage"]["totalTokens"] == last["usage"]["inputTokens"] + last["usage"]["outputTokens"]
     sent = bedrock.stats.requests[-1]
     assert sent.path == "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"
     assert sent.body["inferenceConfig"] == {"maxTokens": 512, "temperature": 0.2}
     assert bedrock.stats.signature_failures == 0
+    # the same request without streaming: the same usage object
+    whole = client.ok("POST", f"/_plugins/_ml/models/{model_id}/_predict",
+                      {"parameters": {"inputs": "Who is Hamlet?", "fake": {}}})
+    assert whole["inference_results"][0]["output"][0]["dataAsMap"]["usage"] == last["usage"]
 
 
 @pytest.fixture
@@ -106,35 +139,44 @@ def test_session_token_goes_in_x_amz_security_token(client, token_bedrock):
     assert response.status == 200
     assert token_bedrock.stats.requests[-1].headers["x-amz-security-token"] == "FwoGZXIvYXdzEFAKETOKEN"
     without = client.model_for(bedrock_connector(token_bedrock, session_token=""))
-    assert stream(client, without).status == 403
+    assert_error(stream(client, without), 403, "The security token included in the request is invalid.",
+                 secrets_of(token_bedrock))
 
 
-def test_wrong_secret_is_a_403_for_the_caller(client, bedrock):
+@pytest.mark.parametrize("session_token", [None, "FwoGZXIvYXdzEFAKETOKEN"], ids=["keys", "session-token"])
+def test_wrong_secret_is_a_403_for_the_caller(client, session_token):
     wrong = "wrong-secret-key-0123456789"
-    model_id = client.model_for(bedrock_connector(bedrock, secret_key=wrong))
-    response = stream(client, model_id)
-    assert response.status == 403
-    body = json.loads(response.body)
-    assert body["status"] == 403 and "signature" in body["error"]["reason"].lower()
-    assert wrong.encode() not in response.body
-    reply = client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict", {"parameters": {"inputs": "Hi", "fake": {}}})
-    assert reply.status == 403
-    assert bedrock.stats.signature_failures == 2
+    mismatch = "The request signature we calculated does not match the signature you provided."
+    with FakeBedrock(session_token=session_token) as bedrock:
+        model_id = client.model_for(bedrock_connector(bedrock, secret_key=wrong))
+        # AWS's message names the canonical request it expected, signed headers included:
+        # the session token is one of them and must not be echoed.
+        secrets = [wrong, *secrets_of(bedrock)]
+        streamed = assert_error(stream(client, model_id), 403, mismatch, secrets)
+        assert "/converse-stream" in streamed
+        whole = assert_error(predict(client, model_id), 403, mismatch, secrets)
+        assert "/converse\n" in whole
+        assert bedrock.stats.signature_failures == 2
 
 
 def test_throttling_before_the_first_event_is_a_429(client, bedrock):
     model_id = client.model_for(bedrock_connector(bedrock))
+    throttled = "Too many requests, please wait before trying again."
     for knobs in ({"throttle": "http"}, {"exception_after": 0, "exception_type": "throttlingException"}):
         response = stream(client, model_id, **knobs)
-        assert response.status == 429, (knobs, response.body)
+        reason = assert_error(response, 429, throttled, secrets_of(bedrock))
         assert int(response.headers["retry-after"]) >= 1
-        assert json.loads(response.body)["status"] == 429
+        if "exception_type" in knobs:  # an exception frame: its type is named too
+            assert "throttlingException" in reason
 
 
 def test_validation_exception_first_is_a_400(client, bedrock):
     model_id = client.model_for(bedrock_connector(bedrock))
     response = stream(client, model_id, exception_after=0, exception_type="validationException")
-    assert response.status == 400
+    reason = assert_error(response, 400, "The request failed validation mid-stream (fake Bedrock, as asked).",
+                          secrets_of(bedrock))
+    assert reason == ("Error from remote service: validationException: "
+                      "The request failed validation mid-stream (fake Bedrock, as asked).")
 
 
 def test_exception_mid_stream_is_the_final_error_event(client, bedrock):
@@ -142,20 +184,24 @@ def test_exception_mid_stream_is_the_final_error_event(client, bedrock):
     response = stream(client, model_id, exception_after=3)
     assert response.status == 200 and response.complete
     events = response.events()
-    assert len(events) == 4 and set(events[-1]) == {"error"}
-    assert "modelStreamErrorException" in events[-1]["error"]
+    assert len(events) == 4
+    assert events[-1] == {"error": "Error from remote service: modelStreamErrorException: "
+                                   "The model stream failed (fake Bedrock, as asked)."}
     assert [e["inference_results"][0]["output"][0]["dataAsMap"]["content"] for e in events[:-1]] == \
         fake_tokens(Scenario())[:3]
 
 
-@pytest.mark.parametrize("knobs", [{"truncate_after": 2}, {"bad_crc_after": 2}, {"cut_after": 2}],
+@pytest.mark.parametrize("knobs, says", [({"truncate_after": 2}, "the provider's event stream ended inside a frame"),
+                                         ({"bad_crc_after": 2}, "the provider's event stream is corrupt"),
+                                         ({"cut_after": 2}, "the connection to the provider at ")],
                          ids=["truncated-frame", "bad-crc", "connection-cut"])
-def test_broken_frames_end_in_an_error_event_not_a_hang(client, bedrock, knobs):
+def test_broken_frames_end_in_an_error_event_not_a_hang(client, bedrock, knobs, says):
     model_id = client.model_for(bedrock_connector(bedrock))
     response = stream(client, model_id, **knobs)
     assert response.status == 200 and response.complete
     events = response.events()
-    assert set(events[-1]) == {"error"}
+    assert set(events[-1]) == {"error"} and events[-1]["error"].startswith(says), events[-1]
+    assert bedrock.secret_key.encode() not in response.body
     assert [e["inference_results"][0]["output"][0]["dataAsMap"]["content"] for e in events[:-1]] == \
         fake_tokens(Scenario())[:2]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from mlstream.testing.fake_openai import DEFAULT_TEXT, Scenario, fake_tokens
 
 from .conftest import HANG_GUARD, SEED_MESSAGES, Client, open_stream, openai_connector, raw_request, stream_body
@@ -71,9 +73,15 @@ def test_usage_and_finish_reason_when_the_caller_asks(server, fake):
                            json.dumps(stream_body(stream_options={"include_usage": True})).encode())
     last = dataasmap(response.events()[-1])
     assert last["is_last"] is True and last["finish_reason"] == "stop"
-    assert last["usage"]["output_tokens"] == len(fake_tokens(Scenario()))
-    assert last["usage"]["input_tokens"] > 0
+    # usage under OpenAI's own names, as the non-stream answer carries it
+    assert set(last["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}, last["usage"]
+    assert last["usage"]["completion_tokens"] == len(fake_tokens(Scenario()))
+    assert last["usage"]["prompt_tokens"] > 0
+    assert last["usage"]["total_tokens"] == last["usage"]["prompt_tokens"] + last["usage"]["completion_tokens"]
     assert fake.stats.requests[-1].body["stream_options"] == {"include_usage": True}
+    # the same request without streaming: the same usage object
+    whole = client.ok("POST", f"/_plugins/_ml/models/{model_id}/_predict", {"parameters": {"messages": SEED_MESSAGES}})
+    assert whole["inference_results"][0]["output"][0]["dataAsMap"]["usage"] == last["usage"]
 
 
 def test_many_chunks_arrive_whole_and_in_order(server, fake):
@@ -95,18 +103,50 @@ def test_legacy_text_completions_stream(server, fake):
     body = {"parameters": {"prompt": "Hamlet?", "_llm_interface": " OpenAI/v1/Completions "}}
     response = raw_request(server.url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
                            json.dumps(body).encode())
-    assert response.status == 200
+    assert response.status == 200 and response.complete
     maps = [dataasmap(e) for e in response.events()]
+    assert [m["content"] for m in maps[:-1]] == fake_tokens(Scenario())
     assert "".join(m["content"] for m in maps) == DEFAULT_TEXT and maps[-1]["is_last"]
+    [sent] = fake.stats.requests
+    assert (sent.method, sent.path) == ("POST", "/v1/completions")
+    assert sent.body == {"model": "gpt-3.5-turbo", "prompt": "Hamlet?", "stream": True}
 
 
-def test_interface_inferred_from_the_connector_url(server, fake):
+# The connector's URL names the interface when _llm_interface is absent. The request the
+# provider gets is the same either way; what differs is where the decoder looks for the
+# text (choices[0].delta.content vs choices[0].text). A wrong guess therefore still
+# streams a 200 ending in is_last, only with no text: the test must check the text.
+INFERRED = {
+    "chat": ("/v1/chat/completions",
+             '{ "model": "${parameters.model}", "messages": ${parameters.messages} }',
+             {"messages": SEED_MESSAGES}),
+    "completions": ("/v1/completions",
+                    '{ "model": "${parameters.model}", "prompt": "${parameters.prompt}" }',
+                    {"prompt": "Hamlet?"}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(INFERRED))
+def test_interface_inferred_from_the_connector_url(server, fake, kind):
+    path, request_body, parameters = INFERRED[kind]
     client = Client(server.url)
-    model_id = client.model_for(openai_connector(fake))
-    body = {"parameters": {"messages": SEED_MESSAGES}}
+    connector = openai_connector(fake, path=path)
+    connector["actions"][0]["request_body"] = request_body
+    model_id = client.model_for(connector)
+    assert "_llm_interface" not in parameters
     response = raw_request(server.url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
-                           json.dumps(body).encode())
-    assert response.status == 200 and dataasmap(response.events()[-1])["is_last"]
+                           json.dumps({"parameters": parameters}).encode())
+    assert response.status == 200 and response.complete
+    # What reached the provider: one streamed request on the connector's route.
+    [sent] = fake.stats.requests
+    assert (sent.method, sent.path) == ("POST", path)
+    assert sent.body == {"model": "gpt-3.5-turbo", **parameters, "stream": True}
+    assert fake.stats.streams_completed == 1
+    # What came back: every token the fake sent, in order, then the last event.
+    maps = [dataasmap(e) for e in response.events()]
+    assert [m["content"] for m in maps[:-1]] == fake_tokens(Scenario())
+    assert "".join(m["content"] for m in maps) == DEFAULT_TEXT
+    assert maps[-1] == {"content": "", "is_last": True, "finish_reason": "stop"}
 
 
 def test_unknown_interface_is_a_400(server, fake):

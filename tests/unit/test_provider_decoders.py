@@ -33,7 +33,8 @@ OPENAI_STREAM = (openai_chunk("") + b": keep-alive\n\n" + openai_chunk("Hel") + 
                  + openai_chunk(finish="stop")
                  + openai_chunk(usage={"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7})
                  + b"data: [DONE]\n\n")
-OPENAI_EXPECTED = [Delta("Hel"), Delta("lo été"), Done("stop", {"input_tokens": 5, "output_tokens": 2})]
+OPENAI_EXPECTED = [Delta("Hel"), Delta("lo été"),
+                   Done("stop", {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7})]
 
 
 def test_openai_stream_split_at_every_offset():
@@ -82,7 +83,7 @@ BEDROCK_STREAM = bedrock_stream(
 )
 BEDROCK_EXPECTED = [Delta("To be"), Delta(", or not"),
                     Delta({"toolUse": {"toolUseId": "t1", "name": "lookup", "input": {"q": "Hamlet"}}}),
-                    Done("tool_use", {"input_tokens": 9, "output_tokens": 4})]
+                    Done("tool_use", {"inputTokens": 9, "outputTokens": 4, "totalTokens": 13})]
 
 
 def test_bedrock_stream_split_at_every_offset():
