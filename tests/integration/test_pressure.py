@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from mlstream.server import responses
+from mlstream.server.handler import MAX_BATCH_EVENTS
+from mlstream.streaming.channel import Channel
+from mlstream.streaming.reader import READ_SIZE
 from mlstream.testing.fake_openai import Scenario, fake_tokens
 
 from .conftest import (HANG_GUARD, LOOPBACK_TRUST, Client, open_stream, openai_connector, raw_request, read_response,
@@ -47,11 +51,59 @@ def dataasmap(event: dict) -> dict:
     return event["inference_results"][0]["output"][0]["dataAsMap"]
 
 
-def tcp_buffer_max(kind: str) -> int:
-    return int(Path(f"/proc/sys/net/ipv4/tcp_{kind}").read_text().split()[2])
-
-
 # 1. slow consumer -> backpressure ------------------------------------------------------------
+#
+# What mlstream holds of a stream is bounded by what it controls, not by the kernel:
+#
+#   fake --[fake send buf | mlstream recv buf]--> reader --channel--> writer --[send buf | client recv buf]--> client
+#                                                 ^ one read            ^ capacity    ^ one batch
+#
+# The socket buffers are the kernel's and can be tens of MB on a big host (a check
+# against them passes even with a channel 1000x too large), so the test measures
+# them (/proc/net/tcp) and subtracts them, and looks at the channel itself.
+
+def stream_channel(server) -> Channel:
+    """The one open stream's channel. White-box: InFlight only exposes a count."""
+    channels: list[Channel] = []
+
+    def found() -> bool:
+        channels[:] = list(server.app.in_flight._channels)
+        return len(channels) == 1
+    assert poll_until(found, HANG_GUARD), channels
+    return channels[0]
+
+
+def held_in_channel(channel: Channel) -> int:
+    """Items put by the reader and not yet taken by the writer (white-box)."""
+    return channel._items.qsize()
+
+
+def poll_until(predicate, timeout: float, interval: float = 0.01) -> bool:
+    """For state with no condition to wait on: check every ``interval`` until true or ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+def tcp_queues() -> dict[tuple[int, int], tuple[int, int]]:
+    """(local port, remote port) -> (bytes in the send queue, bytes in the receive queue),
+    for every IPv4 TCP socket of this network namespace (so both ends of a loopback
+    connection)."""
+    queues = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, (tx, rx) = fields[1], fields[2], fields[4].split(":")
+        queues[(int(local.split(":")[1], 16), int(remote.split(":")[1], 16))] = (int(tx, 16), int(rx, 16))
+    return queues
+
+
+def kernel_bytes(queues: dict, port_a: int, port_b: int) -> int:
+    """Bytes of one loopback connection sitting in the kernel, in either direction's buffers."""
+    return sum(tx + rx for tx, rx in (queues[(port_a, port_b)], queues[(port_b, port_a)]))
+
 
 def test_a_client_reading_nothing_stalls_the_provider(make_server, fake):
     queue_chunks = 8
@@ -62,20 +114,44 @@ def test_a_client_reading_nothing_stalls_the_provider(make_server, fake):
     sock = post_stream(server.url, model_id, rcvbuf=64 * 1024)
     with sock, sock.makefile("rb") as reader:
         assert fake.stats.wait_for(lambda s: s.streams_started == 1, HANG_GUARD)
-        # The client reads nothing: the provider must not get to the end of its answer.
+        channel = stream_channel(server)
+        # The client reads nothing: the writer blocks, the reader fills the channel ...
+        assert poll_until(lambda: held_in_channel(channel) >= queue_chunks, HANG_GUARD)
+        # ... and then stops reading the provider, which never gets to the end.
         finished = fake.stats.wait_for(lambda s: s.chunks_written == scenario.chunks, IDLE_WINDOW)
-        written = fake.stats.chunks_written * 1000
         assert not finished
-        # Bound: the per-stream queue, one upstream read, and the four socket buffers in
-        # between (fake send, mlstream receive, mlstream send, client receive) at their
-        # kernel maximums.
-        bound = (queue_chunks + 64) * 1000 + 64 * 1024 + 2 * tcp_buffer_max("wmem") + 2 * tcp_buffer_max("rmem")
-        assert written <= bound, (written, bound)
+        # Bound 1: the channel holds at most its configured capacity, however long we wait.
+        assert held_in_channel(channel) == queue_chunks
+        # Bound 2, black-box: what mlstream has read from the provider but not yet given to
+        # the client's connection is the channel plus one upstream read and one write batch.
+        # A stalled pipeline does not move, so the counters and the kernel queues are read
+        # until two readings agree.
+        readings = []
+
+        def stalled() -> bool:
+            readings.append((fake.stats.chunks_written, fake.stats.bytes_written, tcp_queues()))
+            return len(readings) >= 2 and readings[-1] == readings[-2]
+        assert poll_until(stalled, HANG_GUARD, interval=0.05)
+        chunks_written, bytes_written, queues = readings[-1]
+        [upstream_port] = [remote for local, remote in queues if local == fake.port and remote]
+        upstream_kernel = kernel_bytes(queues, fake.port, upstream_port)
+        downstream_kernel = kernel_bytes(queues, sock.getsockname()[1], tuple_of(server.url)[1])
         # The client resumes and the answer arrives whole.
         response = read_response(reader)
     maps = [dataasmap(e) for e in response.events()]
     assert len(maps) == scenario.chunks + 1 and maps[-1]["is_last"]
     assert [m["content"] for m in maps[:3]] == fake_tokens(scenario)[:3]
+    # In tokens: every content frame from the fake, and every content chunk to the
+    # client, has one size (chunk_bytes of ASCII); headers make up less than one.
+    frame_in = bytes_written / chunks_written
+    frame_out = len(responses.chunk(response.chunks[0]))
+    taken = chunks_written + 1 - upstream_kernel // frame_in  # +1: a sendall under way
+    passed_on = downstream_kernel // frame_out
+    # Besides the channel: the items decoded from one upstream read (plus http.client's
+    # 8 KiB buffer; every frame carries at least chunk_bytes) waiting for a credit, one
+    # batch of events in the writer's hands, and a token of rounding either side.
+    slack = (READ_SIZE + 8 * 1024) // 1000 + MAX_BATCH_EVENTS + 2
+    assert taken - passed_on <= queue_chunks + slack, (taken, passed_on, upstream_kernel, downstream_kernel)
 
 
 # 2. client goes away (see also test_predict_stream) --------------------------------------------
@@ -217,9 +293,14 @@ def test_backlog_runs_in_arrival_order_and_overflow_is_refused(make_server, fake
         return {"parameters": {"messages": [{"role": "user", "content": tag}],
                                "_llm_interface": "openai/v1/chat/completions"}}
 
+    # Each request is sent only once the one before it is observably in the pool
+    # (running, then queued): two requests in flight at once reach the pool in
+    # whichever order their handler threads win, and that race is not FIFO's to lose.
     first = post_stream(server.url, model_id, body("first"))
     assert first.recv(1)
+    assert server.app.pool.active == 1
     second = post_stream(server.url, model_id, body("second"))
+    assert server.app.pool.wait_until(lambda pool: pool.queued == 1, HANG_GUARD)
     third = post_stream(server.url, model_id, body("third"))
     with first, second, third:
         assert server.app.pool.wait_until(lambda pool: pool.queued == 2, HANG_GUARD)
