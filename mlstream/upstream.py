@@ -39,6 +39,35 @@ MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 MAX_ERROR_BODY_BYTES = 64 * 1024
 
 
+class _OneWriteMixin:
+    """Sends a request's head and its (bytes) body in one write.
+
+    urllib3 writes the head, then the body: two packets, and two wake-ups of the
+    provider's server, which reads the head and then waits for the body. One
+    write is one packet (one TLS record) and one wake-up: about a tenth of a
+    millisecond less to the first token on loopback, more on a busy host.
+    """
+
+    _pending_body: bytes | None = None
+
+    def request(self, method: str, url: str, body: Any = None, headers: Any = None, **options: Any) -> None:
+        if not isinstance(body, bytes) or not body:
+            return super().request(method, url, body=body, headers=headers, **options)  # type: ignore[misc]
+        framed = {name: value for name, value in (headers or {}).items() if name.lower() != "content-length"}
+        framed["Content-Length"] = str(len(body))
+        self._pending_body = body
+        try:
+            return super().request(method, url, body=None, headers=framed, **options)  # type: ignore[misc]
+        finally:
+            self._pending_body = None
+
+    def send(self, data: Any) -> None:
+        # The first send of a request is its head (http.client's endheaders).
+        if self._pending_body is not None:
+            data, self._pending_body = data + self._pending_body, None
+        return super().send(data)  # type: ignore[misc]
+
+
 class _GuardedConnectionMixin:
     """Connects only to public addresses, and to exactly the address it checked.
 
@@ -73,12 +102,28 @@ class _GuardedConnectionMixin:
             self._dns_host = name
 
 
-class GuardedHTTPConnection(_GuardedConnectionMixin, HTTPConnection):
+class OneWriteHTTPConnection(_OneWriteMixin, HTTPConnection):
     pass
 
 
-class GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
+class OneWriteHTTPSConnection(_OneWriteMixin, HTTPSConnection):
     pass
+
+
+class GuardedHTTPConnection(_GuardedConnectionMixin, OneWriteHTTPConnection):
+    pass
+
+
+class GuardedHTTPSConnection(_GuardedConnectionMixin, OneWriteHTTPSConnection):
+    pass
+
+
+class OneWriteHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = OneWriteHTTPConnection
+
+
+class OneWriteHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = OneWriteHTTPSConnection
 
 
 class GuardedHTTPConnectionPool(HTTPConnectionPool):
@@ -140,9 +185,9 @@ class UpstreamClient:
                 # block=False: a burst past max_connection opens extra connections
                 # rather than waiting; they are closed instead of pooled afterwards.
                 manager = urllib3.PoolManager(num_pools=64, maxsize=max_connection, block=False)
-                if not allow_private:
-                    manager.pool_classes_by_scheme = {"http": GuardedHTTPConnectionPool,
-                                                      "https": GuardedHTTPSConnectionPool}
+                manager.pool_classes_by_scheme = (
+                    {"http": OneWriteHTTPConnectionPool, "https": OneWriteHTTPSConnectionPool} if allow_private
+                    else {"http": GuardedHTTPConnectionPool, "https": GuardedHTTPSConnectionPool})
                 self._managers[(max_connection, allow_private)] = manager
             return manager
 
