@@ -33,8 +33,10 @@ class RateLimiter:
         """Take one token for ``model_id``, or raise Overloaded."""
         if limit is None:
             return
-        now = time.monotonic()
         with self._lock:
+            # Read under the lock: a call that read the clock earlier but locked later
+            # would refill by a negative interval.
+            now = time.monotonic()
             bucket = self._buckets.get(model_id)
             if bucket is None or bucket.limit != limit:  # new model or a changed limit
                 bucket = self._buckets[model_id] = _Bucket(limit, limit.capacity, now)

@@ -27,7 +27,8 @@ class Deadlines:
         # thread waits on it (releasing it) and shuts sockets down after releasing it.
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, socket.socket]] = []
-        self._disarmed: set[int] = set()
+        self._armed: set[int] = set()     # tokens still in the heap
+        self._disarmed: set[int] = set()  # a subset of _armed
         self._counter = itertools.count()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="mlstream-deadlines", daemon=True)
@@ -38,13 +39,15 @@ class Deadlines:
         token = next(self._counter)
         with self._cond:
             heapq.heappush(self._heap, (time.monotonic() + seconds, token, sock))
+            self._armed.add(token)
             if self._heap[0][1] == token:
                 self._cond.notify()  # a new earliest deadline
         return token
 
     def disarm(self, token: int) -> None:
         with self._cond:
-            self._disarmed.add(token)
+            if token in self._armed:  # else it fired already: nothing to remember
+                self._disarmed.add(token)
 
     def close(self) -> None:
         with self._cond:
@@ -60,6 +63,7 @@ class Deadlines:
                 now = time.monotonic()
                 while self._heap and (self._heap[0][0] <= now or self._heap[0][1] in self._disarmed):
                     _, token, sock = heapq.heappop(self._heap)
+                    self._armed.discard(token)
                     if token in self._disarmed:
                         self._disarmed.discard(token)
                     else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 from ..errors import Overloaded
@@ -45,12 +45,13 @@ class StreamPool:
             self.queued += 1
             self._changed.notify_all()
         try:
-            self._executor.submit(self._run, job)
+            future = self._executor.submit(self._run, job)
         except RuntimeError:  # the executor was shut down
             with self._lock:
                 self.queued -= 1
                 self._changed.notify_all()
             raise Overloaded("the server is shutting down") from None
+        future.add_done_callback(self._forget_if_cancelled)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no job runs or waits; False if some still do at ``timeout``."""
@@ -63,6 +64,13 @@ class StreamPool:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _forget_if_cancelled(self, future: Future) -> None:
+        """A job dropped by shutdown (cancel_futures) never runs: it waits no more."""
+        if future.cancelled():
+            with self._lock:
+                self.queued -= 1
+                self._changed.notify_all()
 
     def _run(self, job: Callable[[], None]) -> None:
         with self._lock:

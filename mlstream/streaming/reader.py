@@ -38,14 +38,14 @@ def read_stream(channel: Channel, send: Callable[[], urllib3.BaseHTTPResponse],
     try:
         response = send()
     except MLStreamError as error:
-        channel.put(Failure(error), stall_timeout)
+        _put(channel, Failure(error), stall_timeout)
         return
     completed = False
     try:
         if not channel.attach_upstream(response):
             return
         if response.status >= 300:
-            channel.put(Failure(on_error_response(response)), stall_timeout)
+            _put(channel, Failure(on_error_response(response)), stall_timeout)
             return
         if not _put(channel, Started(response.status), stall_timeout):
             return
@@ -62,10 +62,10 @@ def read_stream(channel: Channel, send: Callable[[], urllib3.BaseHTTPResponse],
             if not data:
                 return
     except ProtocolError as error:
-        channel.put(Failure(UpstreamError(f"the provider's stream is malformed: {error.reason}")), stall_timeout)
+        _put(channel, Failure(UpstreamError(f"the provider's stream is malformed: {error.reason}")), stall_timeout)
     except Exception as exc:  # noqa: BLE001 - translated at this boundary
         if not channel.cancelled:
-            channel.put(Failure(translate_error(exc, url)), stall_timeout)
+            _put(channel, Failure(translate_error(exc, url)), stall_timeout)
     finally:
         channel.detach_upstream()
         _finish(response, reusable=completed and not channel.cancelled)
@@ -86,6 +86,8 @@ def _reader_of(response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
 
 
 def _put(channel: Channel, item: object, stall_timeout: float) -> bool:
+    """Put ``item``; on a stall cancel the channel, so no path ends without a terminal
+    item or a cancel (a final Failure silently dropped would leave the writer waiting)."""
     if channel.put(item, stall_timeout):  # type: ignore[arg-type]
         return True
     if not channel.cancelled:

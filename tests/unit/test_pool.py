@@ -1,0 +1,257 @@
+"""StreamPool: admission, FIFO start, the active/queued counts, shutdown. No sockets.
+
+Jobs block on Events the test releases, so counts are checked at known points;
+the pool's own wait_until (under its lock) is how a test waits for a count.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from mlstream.errors import Overloaded
+from mlstream.streaming.pool import StreamPool
+
+HANG_GUARD = 10.0  # seconds: only reached if the code under test hangs
+
+
+@pytest.fixture
+def make_pool():
+    """Pools whose blocked jobs are released and whose workers are shut down afterwards."""
+    pools: list[StreamPool] = []
+    gates: list[threading.Event] = []
+
+    def make(workers: int, backlog: int) -> tuple[StreamPool, threading.Event]:
+        pool, gate = StreamPool(workers, backlog), threading.Event()
+        pools.append(pool)
+        gates.append(gate)
+        return pool, gate
+
+    yield make
+    for gate in gates:
+        gate.set()  # never leave a worker blocked: its thread is not a daemon
+    for pool in pools:
+        pool.wait_until(lambda p: p.active == 0, HANG_GUARD)
+        pool.shutdown()
+
+
+def counts(pool: StreamPool) -> tuple[int, int]:
+    """(active, queued), read under the pool's lock."""
+    seen: list[tuple[int, int]] = []
+    pool.wait_until(lambda p: seen.append((p.active, p.queued)) or True, 0)
+    return seen[0]
+
+
+def blocked_job(gate: threading.Event, started: list | None = None, name: object = None):
+    def job():
+        if started is not None:
+            started.append(name)
+        assert gate.wait(HANG_GUARD)
+    return job
+
+
+def test_admits_workers_plus_backlog_then_refuses_at_once(make_pool):
+    pool, gate = make_pool(workers=2, backlog=3)
+    for _ in range(5):
+        pool.submit(blocked_job(gate))
+    assert pool.wait_until(lambda p: p.active == 2 and p.queued == 3, HANG_GUARD)
+    with pytest.raises(Overloaded) as refused:
+        pool.submit(blocked_job(gate))
+    assert refused.value.http_status == 429
+    assert refused.value.headers["Retry-After"] == "1"
+    assert pool.rejected == 1
+    assert counts(pool) == (2, 3)  # the refused job left no trace
+    gate.set()
+    assert pool.wait_idle(HANG_GUARD)
+    assert counts(pool) == (0, 0)
+
+
+def test_a_freed_slot_admits_again(make_pool):
+    pool, gate = make_pool(workers=1, backlog=0)
+    first_done = threading.Event()
+
+    def first():
+        first_done.wait(HANG_GUARD)
+
+    pool.submit(first)
+    with pytest.raises(Overloaded):
+        pool.submit(blocked_job(gate))
+    first_done.set()
+    assert pool.wait_idle(HANG_GUARD)
+    pool.submit(blocked_job(gate))  # admitted now
+    assert pool.rejected == 1
+
+
+def test_queued_jobs_start_in_arrival_order(make_pool):
+    pool, gate = make_pool(workers=1, backlog=30)
+    started: list[object] = []
+    pool.submit(blocked_job(gate, started, "blocker"))
+    assert pool.wait_until(lambda p: p.active == 1, HANG_GUARD)
+    for n in range(30):
+        pool.submit(lambda n=n: started.append(n))
+    assert counts(pool) == (1, 30)
+    gate.set()
+    assert pool.wait_idle(HANG_GUARD)
+    assert started == ["blocker", *range(30)]
+
+
+def test_a_running_job_is_counted_active_not_queued(make_pool):
+    pool, _ = make_pool(workers=2, backlog=2)
+    gates = [threading.Event() for _ in range(4)]
+    seen_by_job: list[tuple[int, int]] = []
+    try:
+        for gate in gates:
+            def job(gate=gate):
+                seen_by_job.append(counts(pool))
+                assert gate.wait(HANG_GUARD)
+            pool.submit(job)
+        assert pool.wait_until(lambda p: (p.active, p.queued) == (2, 2), HANG_GUARD)
+        # Each job that finishes lets exactly one queued job become active.
+        gates[0].set()
+        assert pool.wait_until(lambda p: (p.active, p.queued) == (2, 1), HANG_GUARD)
+        gates[1].set()
+        assert pool.wait_until(lambda p: (p.active, p.queued) == (2, 0), HANG_GUARD)
+        gates[2].set()
+        assert pool.wait_until(lambda p: (p.active, p.queued) == (1, 0), HANG_GUARD)
+    finally:
+        for gate in gates:
+            gate.set()
+    assert pool.wait_idle(HANG_GUARD)
+    # A running job always sees itself among the active ones and never among the queued.
+    assert len(seen_by_job) == 4
+    for active, queued in seen_by_job:
+        assert 1 <= active <= 2 and active + queued <= 4
+
+
+def test_counts_stay_within_bounds_under_churn(make_pool):
+    """Bounded stress: several submitters, short jobs, a monitor reading the counts."""
+    workers, backlog = 3, 4
+    pool, _ = make_pool(workers, backlog)
+    ran = []  # list.append is atomic: one entry per job that ran
+    snapshots: list[tuple[int, int]] = []
+    stop = threading.Event()
+    admitted = [0] * 4
+
+    def submitter(index: int) -> None:
+        for _ in range(150):
+            try:
+                pool.submit(lambda: ran.append(1))
+                admitted[index] += 1
+            except Overloaded:
+                pass
+
+    def monitor() -> None:
+        while not stop.is_set():
+            snapshots.append(counts(pool))
+
+    watcher = threading.Thread(target=monitor, daemon=True)
+    watcher.start()
+    submitters = [threading.Thread(target=submitter, args=(i,), daemon=True) for i in range(4)]
+    for thread in submitters:
+        thread.start()
+    for thread in submitters:
+        thread.join(HANG_GUARD)
+        assert not thread.is_alive()
+    assert pool.wait_idle(HANG_GUARD)
+    stop.set()
+    watcher.join(HANG_GUARD)
+    assert not watcher.is_alive()
+    assert snapshots
+    for active, queued in snapshots:
+        # queued may briefly exceed backlog while idle workers have not yet picked jobs up;
+        # what admission bounds is the sum.
+        assert 0 <= active <= workers and queued >= 0 and active + queued <= workers + backlog
+    assert len(ran) == sum(admitted)
+    assert sum(admitted) + pool.rejected == 4 * 150
+    assert counts(pool) == (0, 0)
+
+
+def test_wait_idle_and_wait_until_time_out_with_false(make_pool):
+    pool, gate = make_pool(workers=1, backlog=1)
+    pool.submit(blocked_job(gate))
+    assert pool.wait_idle(0.02) is False
+    assert pool.wait_until(lambda p: p.active == 5, 0.02) is False
+    assert pool.wait_until(lambda p: p.active == 1, HANG_GUARD) is True
+    gate.set()
+    assert pool.wait_idle(HANG_GUARD) is True
+
+
+def test_wait_idle_wakes_as_soon_as_the_last_job_ends(make_pool):
+    pool, gate = make_pool(workers=1, backlog=1)
+    pool.submit(blocked_job(gate))
+    waiter_result: list[bool] = []
+    woke = threading.Event()
+
+    def waiter():
+        waiter_result.append(pool.wait_idle(HANG_GUARD))
+        woke.set()
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    assert not woke.wait(0.02)
+    gate.set()
+    # well before its own timeout: the finishing job must notify the waiter
+    assert woke.wait(HANG_GUARD / 2), "wait_idle only noticed at its timeout"
+    assert waiter_result == [True]
+
+
+def test_wait_idle_on_an_unused_pool_is_true_at_once(make_pool):
+    pool, _ = make_pool(workers=1, backlog=1)
+    assert pool.wait_idle(0) is True
+
+
+def test_a_failing_job_does_not_kill_its_worker(make_pool, caplog):
+    pool, _ = make_pool(workers=1, backlog=5)
+    ran: list[str] = []
+
+    def broken():
+        ran.append("broken")
+        raise RuntimeError("a bug in a reader")
+
+    with caplog.at_level(logging.ERROR, logger="mlstream.streaming.pool"):
+        pool.submit(broken)
+        pool.submit(lambda: ran.append("next"))
+        assert pool.wait_idle(HANG_GUARD)
+    assert ran == ["broken", "next"]  # the single worker lived on
+    assert counts(pool) == (0, 0)
+    assert any("stream reader failed" in record.getMessage() for record in caplog.records)
+
+
+def test_submit_after_shutdown_is_refused_without_a_trace(make_pool):
+    pool, _ = make_pool(workers=2, backlog=2)
+    pool.shutdown()
+    with pytest.raises(Overloaded, match="shutting down"):
+        pool.submit(lambda: None)
+    assert counts(pool) == (0, 0)
+    assert pool.wait_idle(0)
+
+
+def test_shutdown_lets_the_running_job_finish(make_pool):
+    pool, gate = make_pool(workers=1, backlog=0)
+    finished = threading.Event()
+
+    def job():
+        gate.wait(HANG_GUARD)
+        finished.set()
+
+    pool.submit(job)
+    assert pool.wait_until(lambda p: p.active == 1, HANG_GUARD)
+    pool.shutdown()
+    gate.set()
+    assert finished.wait(HANG_GUARD)
+    assert pool.wait_idle(HANG_GUARD)
+
+
+def test_shutdown_with_queued_jobs_leaves_the_counts_consistent(make_pool):
+    pool, gate = make_pool(workers=1, backlog=2)
+    ran: list[int] = []
+    pool.submit(blocked_job(gate))
+    pool.submit(lambda: ran.append(1))
+    pool.submit(lambda: ran.append(2))
+    assert pool.wait_until(lambda p: (p.active, p.queued) == (1, 2), HANG_GUARD)
+    pool.shutdown()  # the two queued jobs are dropped by the executor
+    gate.set()
+    assert pool.wait_until(lambda p: p.active == 0, HANG_GUARD)
+    assert pool.wait_idle(0.2), f"(active, queued) stuck at {counts(pool)} with nothing left to run"

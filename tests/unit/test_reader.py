@@ -1,0 +1,334 @@
+"""read_stream driven by a stub response and a real decoder. No sockets.
+
+The stub stands in for a urllib3 response: ``read1`` hands out scripted chunks
+(bytes, an exception to raise, or BLOCK: wait until ``shutdown()`` is called,
+as a real read on a socket that is shut down returns), and every connection
+call is recorded so a test can tell a drained (reused) connection from a
+closed one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from urllib3.exceptions import ProtocolError as Urllib3ProtocolError
+from urllib3.exceptions import ReadTimeoutError
+
+from mlstream.errors import MLStreamError, ProtocolError, UpstreamError, UpstreamTimeout
+from mlstream.providers.openai import OpenAIStreamDecoder
+from mlstream.sse import SSEDecoder
+from mlstream.streaming.channel import Channel
+from mlstream.streaming.events import Delta, Done, Failure, Started
+from mlstream.streaming.reader import read_stream
+
+HANG_GUARD = 10.0  # seconds: only reached if the code under test hangs
+URL = "https://api.example.com/v1/chat/completions?api_key=sk-secret"
+BLOCK = object()  # read1 blocks until shutdown(), then returns b"" (the socket is shut down)
+
+
+class StubResponse:
+    def __init__(self, chunks=(), status: int = 200, headers: dict | None = None) -> None:
+        self.status = status
+        self.headers = headers if headers is not None else {}
+        self._chunks = list(chunks)
+        self.calls: list[str] = []
+        self.reads = 0
+        self.reading = threading.Event()  # set when read1 blocks on BLOCK
+        self._shut = threading.Event()
+
+    def read1(self, amount: int) -> bytes:
+        self.reads += 1
+        if not self._chunks:
+            return b""
+        chunk = self._chunks.pop(0)
+        if chunk is BLOCK:
+            self.reading.set()
+            assert self._shut.wait(HANG_GUARD), "read1 was never unblocked"
+            return b""
+        if isinstance(chunk, BaseException):
+            raise chunk
+        return chunk
+
+    def shutdown(self) -> None:
+        self.calls.append("shutdown")
+        self._shut.set()
+
+    def drain_conn(self) -> None:
+        self.calls.append("drain_conn")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+    def release_conn(self) -> None:
+        self.calls.append("release_conn")
+
+
+def openai_chunk(content: str) -> bytes:
+    body = {"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def drain(channel: Channel) -> list:
+    items = []
+    while (item := channel.get_nowait()) is not None:
+        items.append(item)
+    return items
+
+
+def run(response, *, capacity: int = 64, decoder=None, on_error=None, stall_timeout: float = HANG_GUARD,
+        channel: Channel | None = None):
+    """Run read_stream to its end in this thread; returns (channel, items put on it)."""
+    channel = channel or Channel(capacity)
+
+    def send():
+        if isinstance(response, BaseException):
+            raise response
+        return response
+
+    read_stream(channel, send, on_error or (lambda r: pytest.fail("on_error_response called")),
+                decoder or OpenAIStreamDecoder(chat=True), URL, stall_timeout)
+    return channel, drain(channel)
+
+
+def run_in_thread(*args, **kwargs):
+    result: list = []
+    finished = threading.Event()
+
+    def body():
+        try:
+            result.append(run(*args, **kwargs))
+        finally:
+            finished.set()
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    return thread, result, finished
+
+
+# --- the normal path ------------------------------------------------------------------
+
+
+def test_a_whole_stream_is_started_deltas_done_and_the_connection_is_reused():
+    response = StubResponse([openai_chunk("Hel"), openai_chunk("lo") + DONE])
+    channel, items = run(response)
+    assert items == [Started(200), Delta("Hel"), Delta("lo"), Done(None, None)]
+    assert response.calls == ["drain_conn", "release_conn"]  # the rest of the body read, back to the pool
+    assert not channel.cancelled
+
+
+def test_the_reader_lets_go_of_the_response_when_it_ends():
+    response = StubResponse([openai_chunk("x") + DONE])
+    channel, _ = run(response)
+    channel.cancel()  # a late cancel must not touch a response the pool may already reuse
+    assert "shutdown" not in response.calls
+
+
+def test_done_split_across_reads_still_completes():
+    stream = openai_chunk("a") + openai_chunk("b") + DONE
+    response = StubResponse([stream[i:i + 7] for i in range(0, len(stream), 7)])
+    _, items = run(response)
+    assert items == [Started(200), Delta("a"), Delta("b"), Done(None, None)]
+    assert response.calls == ["drain_conn", "release_conn"]
+
+
+def test_a_stream_that_ends_before_done_is_a_failure_and_the_connection_closed():
+    response = StubResponse([openai_chunk("partial")])  # then b"": end of body
+    _, items = run(response)
+    assert items[:2] == [Started(200), Delta("partial")]
+    assert len(items) == 3 and isinstance(items[2], Failure)
+    assert "before [DONE]" in items[2].error.reason
+    assert response.calls == ["close", "release_conn"]
+
+
+def test_a_compressed_body_is_read_through_urllib3_and_a_plain_one_past_it():
+    class Raw:
+        def __init__(self, chunks):
+            self.chunks = list(chunks)
+
+        def read1(self, amount):
+            return self.chunks.pop(0) if self.chunks else b""
+
+    plain = StubResponse([b"never read"])
+    plain._fp = Raw([openai_chunk("raw") + DONE])
+    assert run(plain)[1] == [Started(200), Delta("raw"), Done(None, None)]
+    assert plain.reads == 0
+
+    gzipped = StubResponse([openai_chunk("decoded") + DONE], headers={"Content-Encoding": "gzip"})
+    gzipped._fp = Raw([b"\x1f\x8b compressed bytes"])
+    assert run(gzipped)[1] == [Started(200), Delta("decoded"), Done(None, None)]
+
+
+# --- refusals before the stream -------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [300, 400, 401, 429, 500, 503])
+def test_a_non_2xx_answer_is_one_failure_from_on_error_response(status):
+    error = UpstreamError("provider said no", upstream_status=status)
+    seen = []
+
+    def on_error(response):
+        seen.append(response)
+        return error
+
+    response = StubResponse([b"never read"], status=status)
+    _, items = run(response, on_error=on_error)
+    assert items == [Failure(error)]
+    assert seen == [response]
+    assert response.reads == 0
+    assert response.calls == ["close", "release_conn"]
+
+
+def test_send_raising_is_one_failure_with_that_error():
+    error = UpstreamTimeout("timed out connecting to the provider at api.example.com")
+    _, items = run(error)
+    assert items == [Failure(error)]
+
+
+def test_a_channel_cancelled_while_queued_never_sends():
+    channel = Channel(4)
+    channel.cancel()
+    sent = []
+    read_stream(channel, lambda: sent.append(1), lambda r: None, OpenAIStreamDecoder(chat=True), URL, 1.0)
+    assert sent == []
+
+
+def test_a_cancel_during_send_shuts_the_new_response_down():
+    channel = Channel(4)
+    response = StubResponse([openai_chunk("x") + DONE])
+
+    def send():
+        channel.cancel(MLStreamError("client gone"))  # the client leaves while headers are awaited
+        return response
+
+    read_stream(channel, send, lambda r: None, OpenAIStreamDecoder(chat=True), URL, 1.0)
+    assert response.reads == 0
+    assert response.calls == ["shutdown", "close", "release_conn"]
+
+
+# --- cancel, stall ----------------------------------------------------------------------
+
+
+def test_cancel_during_a_blocked_read_returns_promptly_and_closes_the_connection():
+    response = StubResponse([openai_chunk("before"), BLOCK, openai_chunk("after") + DONE])
+    channel = Channel(8)
+    thread, result, finished = run_in_thread(response, channel=channel)
+    assert response.reading.wait(HANG_GUARD)
+    assert not finished.is_set()
+    channel.cancel(MLStreamError("client gone"))
+    assert finished.wait(HANG_GUARD), "the reader stayed blocked after cancel"
+    thread.join(HANG_GUARD)
+    assert response.calls == ["shutdown", "close", "release_conn"]  # never drained for reuse
+
+
+def test_cancel_during_a_read_that_raises_returns_quietly():
+    class Broken(StubResponse):
+        def read1(self, amount):
+            if self.reads:
+                raise Urllib3ProtocolError("Connection broken: shut down")
+            return super().read1(amount)
+
+    response = Broken([BLOCK])
+    channel = Channel(8)
+    thread, result, finished = run_in_thread(response, channel=channel)
+    assert response.reading.wait(HANG_GUARD)
+    error = MLStreamError("client gone")
+    channel.cancel(error)
+    assert finished.wait(HANG_GUARD)
+    thread.join(HANG_GUARD)
+    assert channel.get(0) == Failure(error)  # the caller's error, not a translated upstream one
+    assert response.calls == ["shutdown", "close", "release_conn"]
+
+
+def test_a_client_that_stops_reading_stalls_the_stream_and_cancels_it():
+    chunks = [openai_chunk(str(n)) for n in range(10)] + [DONE]
+    response = StubResponse(chunks)
+    channel = Channel(2)
+    thread, _, finished = run_in_thread(response, channel=channel, stall_timeout=0.05)
+    assert finished.wait(HANG_GUARD), "the reader did not give up on a stalled client"
+    thread.join(HANG_GUARD)
+    assert channel.cancelled
+    assert response.calls == ["shutdown", "close", "release_conn"]  # the cancel shut it down
+    assert response.reads < len(chunks)  # stopped reading the upstream
+
+
+# --- broken streams -------------------------------------------------------------------
+
+
+def test_a_malformed_stream_is_an_upstream_failure():
+    # The real SSE decoder refuses a line longer than its limit.
+    response = StubResponse([openai_chunk("ok"), b"data: " + b"x" * (SSEDecoder.MAX_LINE_BYTES + 1)])
+    _, items = run(response)
+    assert items[:2] == [Started(200), Delta("ok")]
+    assert len(items) == 3 and isinstance(items[2], Failure)
+    assert isinstance(items[2].error, UpstreamError) and items[2].error.http_status == 502
+    assert "malformed" in items[2].error.reason
+    assert response.calls == ["close", "release_conn"]
+
+
+class ScriptedDecoder:
+    """A decoder stub: each feed returns the next scripted list, or raises it."""
+
+    def __init__(self, *script):
+        self.script = list(script)
+
+    def feed(self, data):
+        step = self.script.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+    def finish(self):
+        return [Failure(UpstreamError("ended early"))]
+
+
+def test_a_decoder_protocol_error_is_a_failure_naming_the_reason():
+    decoder = ScriptedDecoder([Delta("a")], ProtocolError("bad frame checksum"))
+    response = StubResponse([b"1", b"2"])
+    _, items = run(response, decoder=decoder)
+    assert items[:2] == [Started(200), Delta("a")]
+    assert isinstance(items[2], Failure) and "bad frame checksum" in items[2].error.reason
+    assert response.calls == ["close", "release_conn"]
+
+
+@pytest.mark.parametrize("exc, kind, status", [
+    (Urllib3ProtocolError("Connection broken: IncompleteRead(3 bytes read)"), UpstreamError, 502),
+    (ConnectionResetError(104, "Connection reset by peer"), UpstreamError, 502),
+    (ReadTimeoutError(None, URL, "Read timed out."), UpstreamTimeout, 504),
+], ids=["protocol", "reset", "read-timeout"])
+def test_an_upstream_error_mid_stream_is_translated(exc, kind, status):
+    response = StubResponse([openai_chunk("partial"), exc])
+    _, items = run(response)
+    assert items[:2] == [Started(200), Delta("partial")]
+    assert len(items) == 3 and isinstance(items[2], Failure)
+    error = items[2].error
+    assert type(error) is kind and error.http_status == status
+    assert "api.example.com" in error.reason and "sk-secret" not in error.reason  # host only
+    assert response.calls == ["close", "release_conn"]
+
+
+def test_a_bug_in_on_error_response_still_ends_the_stream():
+    def on_error(response):
+        raise OSError("the error body could not be read")
+
+    response = StubResponse(status=500)
+    _, items = run(response, on_error=on_error)
+    assert len(items) == 1 and isinstance(items[0], Failure)
+    assert isinstance(items[0].error, UpstreamError)
+    assert response.calls == ["close", "release_conn"]
+
+
+def test_a_failure_on_a_full_channel_is_never_silently_dropped():
+    # Capacity 2: Started and one Delta fill it; the next feed breaks the stream while the
+    # client is not reading. Either the Failure must get through or the channel be cancelled
+    # (the writer then gets a Failure); anything else leaves the writer heartbeating forever.
+    decoder = ScriptedDecoder([Delta("a")], ProtocolError("bad frame"))
+    response = StubResponse([b"1", b"2"])
+    channel = Channel(2)
+    read_stream(channel, lambda: response, lambda r: None, decoder, URL, 0.05)
+    items = [channel.get(0) for _ in range(3)]
+    assert channel.cancelled or isinstance(items[-1], Failure), f"items {items}: no terminal item"
