@@ -13,12 +13,17 @@ from dataclasses import dataclass
 from typing import Callable
 
 import urllib3
+from urllib3.exceptions import InvalidHeader
+from urllib3.util.retry import Retry
 
 from .connectors import ClientConfig
 from .errors import MLStreamError
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RNG = random.Random()
+# Only its Retry-After parser is used: seconds or an HTTP date, capped at urllib3's
+# retry_after_max (6 hours), far past any retry timeout.
+_RETRY_AFTER = Retry(total=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +92,14 @@ def send_with_retries(send: Callable[[], urllib3.BaseHTTPResponse], policy: Retr
 
 def _retry_after(response: urllib3.BaseHTTPResponse) -> float | None:
     value = response.headers.get("Retry-After")
-    if value is None:
-        return None
+    return None if value is None else parse_retry_after(value)
+
+
+def parse_retry_after(value: str) -> float | None:
+    """A Retry-After value in seconds (a date in the past is 0); None if invalid."""
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
+        return float(_RETRY_AFTER.parse_retry_after(value))
+    # InvalidHeader: neither whole seconds (RFC 9110: digits only, so not "1.5") nor a date;
+    # ValueError/OverflowError: a date urllib3 cannot convert (year 99999999, odd spaces).
+    except (InvalidHeader, ValueError, OverflowError):
+        return None

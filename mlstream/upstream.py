@@ -12,6 +12,7 @@ import http.client
 import ipaddress
 import json
 import logging
+import math
 import socket
 import threading
 from typing import Any, Iterable
@@ -26,6 +27,7 @@ from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NameResolutionEr
 from .connectors import ClientConfig, UpstreamRequest
 from .endpoints import is_private, private_host_message
 from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamTimeout
+from .retry import parse_retry_after
 
 log = logging.getLogger(__name__)
 # With block=False a burst beyond a connector's max_connection opens extra connections,
@@ -220,12 +222,12 @@ def error_from_response(status: int, body: bytes, url: str, secrets: Iterable[st
     reason = f"Error from remote service ({_host(url)}): status {status}"
     if message:
         reason += f": {message}"
-    passed: dict[str, str] = {}
-    if status == 429 and headers is not None and headers.get("Retry-After"):
-        passed["Retry-After"] = headers.get("Retry-After")
-    error = UpstreamError(reason, upstream_status=status, headers=passed)
-    if status == 429 and "Retry-After" not in error.headers:
-        error.headers["Retry-After"] = "1"
+    error = UpstreamError(reason, upstream_status=status)
+    if status == 429:
+        # Passed on as whole seconds, whatever form the provider used (a date, a
+        # fraction, garbage, or a value with line breaks in it): never its raw text.
+        seconds = parse_retry_after(headers.get("Retry-After") or "") if headers is not None else None
+        error.headers["Retry-After"] = str(max(1, math.ceil(seconds))) if seconds is not None else "1"
     return error
 
 
