@@ -19,6 +19,8 @@ from .settings import ServerSettings
 
 log = logging.getLogger("mlstream")
 
+THREAD_STACK_BYTES = 512 * 1024
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mlstream", description=(
@@ -106,12 +108,22 @@ def keys(args: argparse.Namespace) -> int:
         store.close()
 
 
+def tune_process() -> None:
+    """Process-wide settings for a server, made once at start-up (never in a constructor)."""
+    # Reader and handler threads mostly wait on sockets, so a small stack lets thousands
+    # of concurrent streams fit (the default is 8 MiB of address space each); 512 KiB is
+    # ample for our call depth and for json/sqlite.
+    threading.stack_size(THREAD_STACK_BYTES)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command in ("serve", "demo"):
+        tune_process()
     try:
         if args.command == "serve":
             settings, sources = config.resolve(vars(args), os.environ, args.config)

@@ -17,9 +17,8 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping
 
-from .credentials import MASTER_KEY_ENV
 from .errors import BadRequest
-from .settings import ServerSettings
+from .settings import MASTER_KEY_ENV, MASTER_KEY_FILE, ServerSettings
 
 ENV_PREFIX = "MLSTREAM_"
 _TYPES = typing.get_type_hints(ServerSettings)
@@ -76,7 +75,7 @@ def describe(settings: ServerSettings, sources: Mapping[str, str], environ: Mapp
             lines.append(f"# {spec.name} is unset  # {source}")
         else:
             lines.append(f"{spec.name} = {_toml(value)}  # {source}")
-    master = "set (hidden)" if MASTER_KEY_ENV in environ else f"file {settings.data_dir / 'master.key'}"
+    master = "set (hidden)" if MASTER_KEY_ENV in environ else f"file {settings.data_dir / MASTER_KEY_FILE}"
     lines.append(f"# master key: {MASTER_KEY_ENV} {master}")
     return "\n".join(lines) + "\n"
 

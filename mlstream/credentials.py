@@ -23,19 +23,14 @@ from typing import Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .errors import MLStreamError
+from .errors import CredentialError
+from .settings import MASTER_KEY_ENV, MASTER_KEY_FILE
 from .store import Record, Store
 
-MASTER_KEY_ENV = "MLSTREAM_MASTER_KEY"
-MASTER_KEY_FILE = "master.key"
 _SEALED_PREFIX = "v1:"
 _NONCE_BYTES = 12
 _AAD = b"mlstream credential v1"
 _CHECK_PLAINTEXT = {"check": "mlstream master key"}
-
-
-class CredentialError(MLStreamError):
-    """A credential could not be sealed or unsealed (wrong or missing master key)."""
 
 
 class CredentialCodec(Protocol):

@@ -10,17 +10,34 @@ translated where they enter our code, keeping the original as ``__cause__``.
      +-- BadRequest                     400 illegal_argument_exception
      |    +-- TemplateError             400 (unfilled placeholder, body not JSON)
      |    +-- EndpointRefused           400 (untrusted / private endpoint)
+     |    +-- JsonPathError             400 (a response filter that is not JSONPath)
+     |    +-- PathNotFound              400 (a JSONPath naming nothing in the document)
      +-- Unauthorized                   401 security_exception
      +-- Forbidden                      403 security_exception
      +-- NotFound                       404 resource_not_found_exception
      +-- MethodNotAllowed               405 method_not_allowed_exception
+     +-- RequestTimeout                 408 timeout_exception (the request head was too slow)
      +-- Conflict                       409 status_exception
      +-- PayloadTooLarge                413 content_too_long_exception
+     +-- URITooLong                     414 too_long_http_line_exception
      +-- UnsupportedMediaType           415 media_type_header_exception
+     +-- ExpectationFailed              417 illegal_argument_exception (an Expect we cannot meet)
      +-- Overloaded                     429 rejected_execution_exception (+ Retry-After)
+     +-- HeadersTooLarge                431 too_long_http_header_exception
+     |    +-- TrailersTooLarge          431 (a chunked body's trailer section)
+     +-- NotImplementedCoding           501 illegal_argument_exception (a transfer coding we lack)
+     +-- MethodNotImplemented           501 method_not_allowed_exception (a method no route has)
      +-- UpstreamError                  502 (or the upstream's 4xx) remote_inference_exception
      |    +-- UpstreamTimeout           504
-     +-- ProtocolError                  (parsers: SSE, event stream) -> UpstreamError at the edge
+     +-- ShuttingDown                   503 (a stream still open at the drain deadline)
+     +-- VersionNotSupported            505 illegal_argument_exception
+     +-- StoreError                     500 (the store could not be read or written)
+     +-- CredentialError                500 (a wrong or missing master key)
+     +-- ClientGone                     499 (the client left mid-stream; nobody is answered)
+     +-- RetryCancelled                 499 (the caller left while a retry waited)
+     +-- ProtocolError                  502 (parsers: SSE, event stream) -> UpstreamError at the edge
+
+499 is nginx's "client closed request": it only ever reaches the access log.
 """
 
 from __future__ import annotations
@@ -59,6 +76,14 @@ class EndpointRefused(BadRequest):
     """The upstream URL is not trusted, or points at a private address."""
 
 
+class JsonPathError(BadRequest):
+    """The expression is not a JSONPath ``mlstream.jsonpath`` understands."""
+
+
+class PathNotFound(BadRequest, LookupError):
+    """A definite JSONPath names a value the document does not have (a lookup that failed)."""
+
+
 class Unauthorized(MLStreamError):
     http_status = 401
     error_type = "security_exception"
@@ -79,6 +104,11 @@ class MethodNotAllowed(MLStreamError):
     error_type = "method_not_allowed_exception"
 
 
+class RequestTimeout(MLStreamError):
+    http_status = 408
+    error_type = "timeout_exception"
+
+
 class Conflict(MLStreamError):
     http_status = 409
     error_type = "status_exception"
@@ -89,9 +119,19 @@ class PayloadTooLarge(MLStreamError):
     error_type = "content_too_long_exception"
 
 
+class URITooLong(MLStreamError):
+    http_status = 414
+    error_type = "too_long_http_line_exception"
+
+
 class UnsupportedMediaType(MLStreamError):
     http_status = 415
     error_type = "media_type_header_exception"
+
+
+class ExpectationFailed(MLStreamError):
+    http_status = 417
+    error_type = "illegal_argument_exception"
 
 
 class Overloaded(MLStreamError):
@@ -102,6 +142,56 @@ class Overloaded(MLStreamError):
 
     def __init__(self, reason: str, *, retry_after_seconds: int = 1) -> None:
         super().__init__(reason, headers={"Retry-After": str(max(1, retry_after_seconds))})
+
+
+class HeadersTooLarge(MLStreamError):
+    http_status = 431
+    error_type = "too_long_http_header_exception"
+
+
+class TrailersTooLarge(HeadersTooLarge):
+    """A chunked request body's trailer section is over its bounds."""
+
+
+class NotImplementedCoding(MLStreamError):
+    http_status = 501
+    error_type = "illegal_argument_exception"
+
+
+class MethodNotImplemented(MLStreamError):
+    http_status = 501
+    error_type = "method_not_allowed_exception"
+
+
+class VersionNotSupported(MLStreamError):
+    http_status = 505
+    error_type = "illegal_argument_exception"
+
+
+class ShuttingDown(MLStreamError):
+    """The server is shutting down: a stream still open at the drain deadline."""
+
+    http_status = 503
+
+
+class StoreError(MLStreamError):
+    """The store could not be read or written (disk full, locked, corrupt)."""
+
+
+class CredentialError(MLStreamError):
+    """A credential could not be sealed or unsealed (wrong or missing master key)."""
+
+
+class ClientGone(MLStreamError):
+    """The client closed or reset its connection mid-stream."""
+
+    http_status = 499
+
+
+class RetryCancelled(MLStreamError):
+    """The caller went away while a retry was waiting."""
+
+    http_status = 499
 
 
 class UpstreamError(MLStreamError):
@@ -116,8 +206,9 @@ class UpstreamError(MLStreamError):
 
     def __init__(self, reason: str, *, upstream_status: int | None = None,
                  headers: dict[str, str] | None = None, kind: str = "stream") -> None:
-        status = upstream_status if upstream_status and 400 <= upstream_status < 500 else 502
-        super().__init__(reason, status=status, headers=headers)
+        # The one status chosen per instance: the provider's 4xx, passed on as it is.
+        passed_on = upstream_status if upstream_status and 400 <= upstream_status < 500 else None
+        super().__init__(reason, status=passed_on, headers=headers)
         self.upstream_status = upstream_status
         # What failed, for metrics: the provider's status, else "connection", "timeout"
         # or "stream" (a malformed or failing stream).
@@ -125,9 +216,10 @@ class UpstreamError(MLStreamError):
 
 
 class UpstreamTimeout(UpstreamError):
+    http_status = 504
+
     def __init__(self, reason: str) -> None:
         super().__init__(reason, kind="timeout")
-        self.http_status = 504
 
 
 class ProtocolError(MLStreamError):

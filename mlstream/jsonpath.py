@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlstream.errors import BadRequest
+from .errors import JsonPathError, PathNotFound
 
 __all__ = ["JsonPath", "JsonPathError", "PathNotFound", "compile_path"]
 
@@ -34,14 +34,6 @@ _NAME_STOP = frozenset(".[]()'\"*?@ \t\r\n")
 
 # No JSON array has an index of more digits (and int() refuses past 4300 digits).
 MAX_INDEX_DIGITS = 32
-
-
-class JsonPathError(BadRequest):
-    """The expression is not a JSONPath this module understands."""
-
-
-class PathNotFound(LookupError):
-    """A definite path names a value the document does not have."""
 
 
 @dataclass(frozen=True, slots=True)

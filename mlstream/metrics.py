@@ -9,13 +9,19 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .errors import MLStreamError, UpstreamError
 from .logs import dropped_lines
 
-if TYPE_CHECKING:
-    from .streaming.pool import StreamPool
+
+class PoolCounts(Protocol):
+    """The stream pool's counts, as the gauges read them (``streaming.pool.StreamPool``)."""
+
+    active: int
+    queued: int
+    rejected: int
+
 
 # Time to first chunk: from the request's arrival to the first event written.
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -23,7 +29,7 @@ TTFC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.
 
 
 class Metrics:
-    def __init__(self, pool: "StreamPool") -> None:
+    def __init__(self, pool: PoolCounts) -> None:
         self._pool = pool
         # Guards the counters: only arithmetic under it (and render's formatting).
         self._lock = threading.Lock()

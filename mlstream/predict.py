@@ -11,25 +11,21 @@ import json
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
-
-import urllib3
+from typing import Any, Callable
 
 from .cluster import ClusterSettings
 from .connectors import Connector, UpstreamRequest, merge_parameters, render_request
-from .errors import BadRequest, MLStreamError, UpstreamError
+from .errors import BadRequest, UpstreamError
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
 from .providers import dialect_for
 from .ratelimit import RateLimiter
 from .registry import Registry, ResolvedModel
-from .retry import RetryPolicy, send_with_retries
 from .settings import ServerSettings
-from .signing import sign_request
 from .streaming.channel import Channel
 from .streaming.pool import StreamPool
 from .streaming.reader import read_stream
-from .upstream import UpstreamClient, error_from_response
+from .upstream import ProviderCall, UpstreamClient
 
 RESPONSE_FILTER = "response_filter"
 
@@ -39,6 +35,16 @@ class PredictResult:
     body: dict[str, Any]
     upstream_status: int
     upstream_seconds: float  # from sending the request to the last byte of the answer
+
+
+@dataclass(frozen=True, slots=True)
+class PendingStream:
+    """A stream ready to start. Its writer registers the channel (for hang-ups and
+    shutdown) before ``start`` submits the reader, so that once the reader runs, on
+    the way to the first token, the writer has nothing left to do but wait for it."""
+
+    channel: Channel
+    start: Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,47 +75,39 @@ class Predictor:
             raise
 
     def _predict(self, prepared: Prepared) -> PredictResult:
-        connector = prepared.model.connector
+        call = self._call(prepared.request, prepared.model.connector, stream=False)
         sent = time.monotonic()
-        response = send_with_retries(partial(self._send, prepared.request, connector, stream=False),
-                                     RetryPolicy.from_config(connector.client_config),
-                                     _wait_uninterrupted, self._metrics.upstream_retry)
-        payload = self._upstream.read_body(response, prepared.request.url)
+        response = call.open(_wait_uninterrupted)
+        payload = call.read_body(response)
         upstream_seconds = time.monotonic() - sent
         if response.status >= 300:
-            raise self._error_response(prepared, response.status, payload, response.headers)
+            raise call.error(response, payload)
         return PredictResult({"inference_results": [{
             "output": [{"name": "response",
                         "dataAsMap": _filtered(payload, prepared.parameters.get(RESPONSE_FILTER))}],
             "status_code": response.status}]}, response.status, upstream_seconds)
 
-    def open_stream(self, model_id: str, body: Any, request_id: str = "") -> Channel:
-        """Start relaying the model's answer; the returned channel yields its items.
+    def open_stream(self, model_id: str, body: Any, request_id: str = "") -> "PendingStream":
+        """Prepare relaying the model's answer: its channel, and the call that starts it.
 
-        Raises before anything is started for bad input, a disabled stream
-        setting, or a full pool (Overloaded).
+        Raises before anything is started for bad input or a disabled stream setting;
+        ``start()`` raises Overloaded when the pool is full.
         """
         if not self._cluster.stream_enabled:
             raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
         prepared = self._prepare(model_id, body, request_id)
         connector = prepared.model.connector
         dialect = dialect_for(prepared.parameters, connector)
-        request = dialect.stream_request(prepared.request, connector, prepared.parameters)
+        call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters),
+                          connector, stream=True)
         channel = Channel(self._server.stream_queue_chunks)
-        send = partial(send_with_retries, partial(self._send, request, connector, stream=True),
-                       RetryPolicy.from_config(connector.client_config),
-                       lambda seconds: not channel.wait_cancelled(seconds), self._metrics.upstream_retry)
-        job = partial(read_stream, channel, send, partial(self._stream_error, prepared),
-                      dialect.new_decoder(), request.url, self._server.client_stall_timeout)
-        self._pool.submit(job)
-        return channel
+        job = partial(read_stream, channel, call, dialect.new_decoder(), self._server.client_stall_timeout)
+        return PendingStream(channel, partial(self._pool.submit, job))
 
-    def _send(self, request: UpstreamRequest, connector: Connector, *,
-              stream: bool) -> urllib3.BaseHTTPResponse:
-        if connector.protocol == "aws_sigv4":
-            request = sign_request(request, connector)  # per send: the signature is timestamped
-        return self._upstream.send(request, connector.client_config, stream=stream,
-                                   allow_private=self._cluster.endpoint_policy.allow_private)
+    def _call(self, request: UpstreamRequest, connector: Connector, *, stream: bool) -> ProviderCall:
+        return ProviderCall(self._upstream, request, connector, stream=stream,
+                            allow_private=self._cluster.endpoint_policy.allow_private,
+                            on_retry=self._metrics.upstream_retry)
 
     def _prepare(self, model_id: str, body: Any, request_id: str) -> Prepared:
         parameters = _request_parameters(body)
@@ -122,15 +120,6 @@ class Predictor:
         policy = self._cluster.endpoint_policy
         policy.check_literal_host(policy.check_url(request.url))
         return Prepared(model, merged, request)
-
-    def _stream_error(self, prepared: Prepared, response: urllib3.BaseHTTPResponse) -> MLStreamError:
-        payload = self._upstream.read_body(response, prepared.request.url)
-        return self._error_response(prepared, response.status, payload, response.headers)
-
-    def _error_response(self, prepared: Prepared, status: int, payload: bytes,
-                        headers: Any) -> UpstreamError:
-        return error_from_response(status, payload, prepared.request.url,
-                                   prepared.model.connector.credential.values(), headers)
 
 
 def _wait_uninterrupted(seconds: float) -> bool:

@@ -17,13 +17,13 @@ from .connectors import Connector, parse_connector, action_url_with_connector_pa
 from .credentials import CredentialCodec
 from .endpoints import EndpointPolicy
 from .errors import BadRequest, Conflict, NotFound
+from .ratelimit import RateLimit, parse_rate_limiter
 from .search import run_search
 from .store import Record, Store
 
 NODE_ID = "mlstream"
 REGISTERED = "REGISTERED"
 DEPLOYED = "DEPLOYED"
-TIME_UNITS = ("NANOSECONDS", "MICROSECONDS", "MILLISECONDS", "SECONDS", "MINUTES", "HOURS", "DAYS")
 _MODEL_FIELDS = frozenset({
     "name", "function_name", "description", "connector_id", "connector", "model_group_id",
     "rate_limiter", "version", "is_enabled", "guardrails", "interface", "model_format",
@@ -38,28 +38,6 @@ def new_id() -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(frozen=True, slots=True)
-class RateLimit:
-    limit: float
-    unit: str
-
-    @property
-    def per_second(self) -> float:
-        seconds = {"NANOSECONDS": 1e-9, "MICROSECONDS": 1e-6, "MILLISECONDS": 1e-3, "SECONDS": 1.0,
-                   "MINUTES": 60.0, "HOURS": 3600.0, "DAYS": 86400.0}[self.unit]
-        return self.limit / seconds
-
-    @property
-    def capacity(self) -> float:
-        """Tokens the bucket holds when full (at least one, so a fractional limit can pass)."""
-        return max(self.limit, 1.0)
-
-    @property
-    def limit_text(self) -> str:
-        """The limit as ml-commons stores it: a string, without a needless ".0"."""
-        return str(int(self.limit)) if self.limit == int(self.limit) else str(self.limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,23 +275,6 @@ class Registry:
         with self._cache_lock:
             self._cache.clear()
             self._cache_generation += 1
-
-
-def parse_rate_limiter(raw: Any) -> RateLimit | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise BadRequest("[rate_limiter] must be an object {limit, unit}")
-    limit, unit = raw.get("limit"), raw.get("unit")
-    try:
-        value = float(limit)  # ml-commons stores the limit as a string
-    except (TypeError, ValueError):
-        raise BadRequest("[rate_limiter.limit] must be a positive number") from None
-    if isinstance(limit, bool) or not value > 0 or value != value or value == float("inf"):
-        raise BadRequest("[rate_limiter.limit] must be a positive number")
-    if not isinstance(unit, str) or unit.upper() not in TIME_UNITS:
-        raise BadRequest(f"[rate_limiter.unit] must be one of {', '.join(TIME_UNITS)}")
-    return RateLimit(value, unit.upper())
 
 
 def _without_times(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from urllib3.exceptions import InvalidHeader
 from urllib3.util.retry import Retry
 
 from .connectors import ClientConfig
-from .errors import MLStreamError
+from .errors import RetryCancelled
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RNG = random.Random()
@@ -57,10 +57,6 @@ class RetryPolicy:
         if self.policy == "exponential_equal_jitter":
             return ceiling / 2 + rng.uniform(0, ceiling / 2)
         return rng.uniform(0, ceiling)
-
-
-class RetryCancelled(MLStreamError):
-    """The caller went away while a retry was waiting."""
 
 
 def send_with_retries(send: Callable[[], urllib3.BaseHTTPResponse], policy: RetryPolicy,

@@ -78,6 +78,10 @@ class ServerSettings:
 
 # --- cluster settings (GET/PUT /_cluster/settings) ---------------------------------
 
+# Where the master key for credentials at rest comes from (mlstream.credentials).
+MASTER_KEY_ENV = "MLSTREAM_MASTER_KEY"
+MASTER_KEY_FILE = "master.key"
+
 STREAM_ENABLED = "plugins.ml_commons.stream_enabled"
 TRUSTED_ENDPOINTS = "plugins.ml_commons.trusted_connector_endpoints_regex"
 PRIVATE_IP_ENABLED = "plugins.ml_commons.connector.private_ip_enabled"

@@ -34,20 +34,21 @@ class SSEEvent:
     retry: int | None = None
 
 
-def encode_data(data: str) -> bytes:
+def encode_data(data: str | bytes) -> bytes:
     """The bytes of one ``data`` event: ``b"data: <data>\\n\\n"``.
 
     Each line of ``data`` (split at ``\\r\\n``, ``\\r`` or ``\\n``, the endings a
-    decoder recognises) becomes its own ``data:`` line, so the receiver
-    re-joins them into the same text. Lone surrogates, which UTF-8 cannot
-    carry, are replaced by ``?``.
+    decoder recognises) becomes its own ``data:`` line, so the receiver re-joins
+    them into the same text. Text is encoded as UTF-8, lone surrogates (which
+    UTF-8 cannot carry) replaced by ``?``; bytes are taken as they are.
     """
-    # Hot path: called once per relayed token, and tokens almost never hold a
-    # line break, so the common case is a single format and a single encode.
-    if "\n" not in data and "\r" not in data:
-        return f"data: {data}\n\n".encode("utf-8", "replace")
-    lines = data.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return ("".join(f"data: {line}\n" for line in lines) + "\n").encode("utf-8", "replace")
+    if isinstance(data, str):
+        data = data.encode("utf-8", "replace")
+    # Hot path: once per relayed token, whose JSON is always one line: one concatenation.
+    if b"\n" not in data and b"\r" not in data:
+        return b"data: " + data + b"\n\n"
+    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    return b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
 
 
 def encode_comment(text: str = "ping") -> bytes:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import MLStreamError
+from .errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,6 @@ class Record:
     id: str
     doc: dict[str, Any]
     secret: str | None = None
-
-
-class StoreError(MLStreamError):
-    """The store could not be read or written (disk full, locked, corrupt)."""
 
 
 class Store(ABC):

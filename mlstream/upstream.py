@@ -1,9 +1,13 @@
 """The one HTTP client for every provider call: pooled urllib3 connections.
 
-Foreign errors are translated here, at the boundary, into ``UpstreamError`` /
-``UpstreamTimeout`` naming only the host (a URL's path or query may carry a key).
-Redirects are never followed and urllib3 never retries on its own: retrying is
-a decision of the caller, which knows whether anything was sent downstream.
+``ProviderCall`` is one call to a provider: the rendered request, the connector
+(client config, credentials, signing) and its retry policy. It opens the
+response (signing each attempt afresh, retrying what is worth retrying), reads
+it, and turns every failure into our own error. Foreign errors are translated
+here and only here, at the boundary, into ``UpstreamError`` / ``UpstreamTimeout``
+naming only the host (a URL's path or query may carry a key). Redirects are
+never followed and urllib3 never retries on its own: retrying is the call's
+decision, made only before anything was relayed.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import logging
 import math
 import socket
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 import urllib3
@@ -24,14 +28,18 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError,
                                 ProtocolError, ReadTimeoutError, SSLError)
 
-from .connectors import ClientConfig, UpstreamRequest
+from .connectors import ClientConfig, Connector, UpstreamRequest
 from .endpoints import is_private, private_host_message
 from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamTimeout
-from .retry import parse_retry_after
+from .retry import RetryPolicy, parse_retry_after, send_with_retries
+from .signing import sign_request
+from .speedups import raw_read1
 
-log = logging.getLogger(__name__)
-# With block=False a burst beyond a connector's max_connection opens extra connections,
-# and urllib3 warns for each one it then discards; that is the intended behaviour here.
+# A guard for secrets, so set wherever this client is loaded, not only by the command
+# line: urllib3 logs each request's URL at DEBUG, and a connector URL may carry a key
+# in its query. (Its warnings are noise here too: with block=False a burst beyond a
+# connector's max_connection opens extra connections, and urllib3 warns for each one
+# it then discards, which is intended.)
 logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
 # A non-streaming answer is read whole into memory; past this size the provider is
@@ -192,6 +200,81 @@ class UpstreamClient:
                     else {"http": GuardedHTTPConnectionPool, "https": GuardedHTTPSConnectionPool})
                 self._managers[(max_connection, allow_private)] = manager
             return manager
+
+
+class ProviderCall:
+    """One call to a provider, from sending the request to the last byte of its answer."""
+
+    def __init__(self, client: UpstreamClient, request: UpstreamRequest, connector: Connector, *,
+                 stream: bool, allow_private: bool,
+                 on_retry: Callable[[int], None] = lambda status: None) -> None:
+        self._client = client
+        self.request = request
+        self._connector = connector
+        self._stream = stream
+        self._allow_private = allow_private
+        self._on_retry = on_retry
+
+    @property
+    def url(self) -> str:
+        return self.request.url
+
+    def open(self, wait: Callable[[float], bool]) -> urllib3.BaseHTTPResponse:
+        """The provider's response, its body unread when streaming.
+
+        Retries per the connector's ``client_config``; ``wait(seconds)`` pauses
+        between attempts and returns False if the caller went away meanwhile.
+        Raises only MLStreamError.
+        """
+        return send_with_retries(self._send, RetryPolicy.from_config(self._connector.client_config),
+                                 wait, self._on_retry)
+
+    def read_body(self, response: urllib3.BaseHTTPResponse) -> bytes:
+        """The whole (bounded) body; the connection goes back to the pool."""
+        return self._client.read_body(response, self.url)
+
+    def error(self, response: urllib3.BaseHTTPResponse, payload: bytes | None = None) -> UpstreamError:
+        """A non-2xx answer as our error, the provider's message redacted of credentials."""
+        if payload is None:
+            payload = self.read_body(response)
+        return error_from_response(response.status, payload, self.url,
+                                   self._connector.credential.values(), response.headers)
+
+    def body_reader(self, response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
+        """``read(size)``: what has arrived of the streamed body (b"" at its end),
+        raising only MLStreamError."""
+        read1 = raw_read1(response)
+        url = self.url
+
+        def read(size: int) -> bytes:
+            try:
+                return read1(size)
+            except Exception as exc:
+                raise translate_error(exc, url) from exc
+
+        return read
+
+    def failure(self, exc: BaseException) -> MLStreamError:
+        """Any exception met while relaying this call, as our error."""
+        return translate_error(exc, self.url)
+
+    @staticmethod
+    def finish(response: urllib3.BaseHTTPResponse, *, reusable: bool) -> None:
+        """Give the connection back to the pool if the body was read cleanly, else close it."""
+        try:
+            if reusable:
+                response.drain_conn()  # the terminating chunk after [DONE]
+            else:
+                response.close()
+        finally:
+            response.release_conn()
+
+    def _send(self) -> urllib3.BaseHTTPResponse:
+        request = self.request
+        if self._connector.protocol == "aws_sigv4":
+            request = sign_request(request, self._connector)  # per attempt: the signature is timestamped
+        return self._client.send(request, self._connector.client_config, stream=self._stream,
+                                 allow_private=self._allow_private)
 
 
 def translate_error(exc: BaseException, url: str) -> MLStreamError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol
 
 from ..connectors import Connector, UpstreamRequest
-from ..streaming.events import StreamItem
+from .events import StreamItem
 
 
 class StreamDecoder(Protocol):

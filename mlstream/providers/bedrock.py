@@ -26,7 +26,7 @@ from botocore.eventstream import EventStreamBuffer, ParserError
 
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamTimeout
-from ..streaming.events import Delta, Done, Failure, StreamItem
+from .events import Delta, Done, Failure, StreamItem
 
 _CONVERSE_PATH = re.compile(r"/converse/?$")
 # The usage the stream's final event carries: Bedrock's own names, as the non-stream

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError
 from ..sse import SSEDecoder
-from ..streaming.events import Delta, Done, Failure, StreamItem
+from .events import Delta, Done, Failure, StreamItem
 
 _DONE_MARKER = "[DONE]"
 # The usage the stream's final event carries: OpenAI's own names, as its non-stream

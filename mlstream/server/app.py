@@ -17,7 +17,6 @@ upstream pools and the store.
 
 from __future__ import annotations
 
-import _thread
 import logging
 import socket
 import ssl
@@ -28,26 +27,23 @@ from http.server import ThreadingHTTPServer
 from ..cluster import ClusterSettings
 from ..auth import Authenticator
 from ..credentials import CredentialCodec, open_codec
-from ..errors import MLStreamError
+from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
 from ..predict import Predictor
 from ..registry import Registry
 from ..settings import ServerSettings
+from ..speedups import start_thread_nowait
 from ..store import SQLiteStore, Store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
 from .deadlines import Deadlines
-from .handler import HTTPRequestHandler
 from .hangups import HangupWatcher
-from .handlers import build_router
+from .routes import build_router
+from .transport import HTTPRequestHandler
 
 log = logging.getLogger(__name__)
 
-# Thread stacks: reader and handler threads mostly wait on sockets, so a small
-# stack lets thousands of concurrent streams fit (the default is 8 MiB of address
-# space each). 512 KiB is ample for our call depth and for json/sqlite.
-THREAD_STACK_BYTES = 512 * 1024
 # After cancelling the streams still open at the drain deadline, how long their
 # handlers get to write the final error event.
 CANCEL_GRACE_SECONDS = 2.0
@@ -118,7 +114,8 @@ class App:
         self.predictor = Predictor(self.registry, self.cluster, self.upstream, self.pool,
                                    self.metrics, settings)
         self.in_flight = InFlight()
-        self.router = build_router(self)
+        self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
+                                   self.readiness_problems)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
@@ -141,7 +138,7 @@ class App:
         self.draining.set()
         if not self.in_flight.wait_idle(timeout):
             count = self.in_flight.cancel_streams(
-                MLStreamError("the server is shutting down", status=503))
+                ShuttingDown("the server is shutting down"))
             log.warning("cancelled %d streams still open at the drain deadline", count)
             self.in_flight.wait_idle(CANCEL_GRACE_SECONDS)
 
@@ -160,6 +157,10 @@ class MLStreamServer(ThreadingHTTPServer):
         self.app = app
         self.deadlines = Deadlines()
         self.hangups = HangupWatcher()
+        # What each connection's handler uses (transport.Front): this server's parts.
+        self.front = self
+        self.settings, self.router, self.authenticator = app.settings, app.router, app.authenticator
+        self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         try:
@@ -184,11 +185,8 @@ class MLStreamServer(ThreadingHTTPServer):
         return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def process_request(self, request, client_address) -> None:  # type: ignore[override]
-        # Thread.start() waits until the new thread has run; with a thousand streams
-        # contending for the GIL that wait stalls the accept loop for seconds. A bare
-        # thread (daemon by nature, never joined, as daemon_threads asks) starts
-        # without waiting.
-        _thread.start_new_thread(self.process_request_thread, (request, client_address))
+        # Daemon by nature and never joined, as daemon_threads asks (see speedups).
+        start_thread_nowait(self.process_request_thread, (request, client_address))
 
     def server_close(self) -> None:
         super().server_close()
@@ -219,7 +217,6 @@ class Server:
     """A running mlstream: serve in a background thread, stop gracefully."""
 
     def __init__(self, settings: ServerSettings, **app_options) -> None:
-        threading.stack_size(THREAD_STACK_BYTES)
         self.app = App(settings, **app_options)
         try:
             self.http = MLStreamServer(self.app)

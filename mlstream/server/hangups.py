@@ -39,16 +39,12 @@ import select
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from ..errors import MLStreamError
+from ..errors import ClientGone
 from ..streaming.channel import Channel
 
 log = logging.getLogger(__name__)
-
-
-class ClientGone(MLStreamError):
-    """The client closed or reset its connection mid-stream."""
 
 
 # Hang-ups only: never EPOLLIN, which a pipelined request would raise.

@@ -24,7 +24,7 @@ import threading
 from typing import Any
 
 from ..errors import MLStreamError
-from .events import Failure, StreamItem
+from ..providers.events import Failure, StreamItem
 
 _WAKE = object()  # put by cancel(): "look at the cancelled flag"
 

@@ -18,17 +18,13 @@ Usage::
                                additionalModelRequestFields={"fake": {"chunks": 5, "delay_ms": 10}})
         assert fake.stats.wait_for(lambda s: s.streams_completed == 1)
 
-Classes::
+Classes (the server, its lifecycle and the handler's helpers are ``fake_server``'s)::
 
-    socketserver.TCPServer
-      └─ http.server.HTTPServer
-           └─ http.server.ThreadingHTTPServer     one daemon thread per connection
-                └─ _Server                          knows its FakeBedrock, quiet errors
+    fake_server.FakeHandler
+      └─ _Handler        routes, SigV4 checks, Converse JSON, ConverseStream frames
+    fake_server.FakeServer
+      └─ FakeBedrock     credentials, region and default_scenario; a FakeBedrockStats
 
-    http.server.BaseHTTPRequestHandler
-      └─ _Handler                                   HTTP/1.1 keep-alive, TCP_NODELAY
-
-    FakeBedrock          start()/stop() and the knobs; owns _Server and its thread
     FakeBedrockStats     counters under one Condition; tests wait_for() on them
     Scenario             what one answer looks like (tokens, pauses, faults)
 
@@ -40,36 +36,27 @@ object (it passes through boto3 and the gateway untouched), overridden in turn b
 A stream is encoded completely before the first byte is written (see ``_StreamPlan``),
 so the write loop does nothing per frame but one ``sendall`` of one prepared HTTP chunk
 and a counter update: a benchmark of the gateway measures the gateway.
-
-Stopping: ``ThreadingHTTPServer`` never joins its handler threads, and a handler may be
-pausing mid-stream or waiting on a keep-alive connection. ``stop()`` therefore sets a
-stop event and shuts down every open connection's socket; a pausing handler wakes from
-``select`` on the EOF and leaves, an idle one reads EOF and leaves.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import json
 import logging
 import re
-import select
-import socket
-import socketserver
-import sys
 import threading
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
 from mlstream.testing import sigv4
 from mlstream.testing.eventstream import encode_event, encode_exception
+from mlstream.testing.fake_server import (LAST_CHUNK, BadBody, FakeHandler, FakeServer,
+                                          http_chunk, json_or_none)
 from mlstream.testing.stats import MAX_RECORDED_REQUESTS, CounterStats
+from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
 
 __all__ = [
     "DEFAULT_TEXT",
@@ -83,16 +70,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-#: The answer when a scenario sets neither ``text`` nor ``chunks``: one delta per word.
-#: The same text as the fake OpenAI provider's, so one scenario streamed through either
-#: provider relays the same answer.
-DEFAULT_TEXT = (
-    "Hamlet, the Prince of Denmark, returns home to find his father dead and his "
-    "mother married to his uncle Claudius; urged by his father's ghost to seek "
-    "revenge, he feigns madness, stages a play, and hesitates until tragedy "
-    "consumes the whole court."
-)
 
 #: The exception members of the ConverseStream output event stream (the names boto3
 #: reports as the error code of the ``EventStreamError`` it raises).
@@ -124,20 +101,9 @@ _CONVERSE_ERRORS = {
     "serviceUnavailableException": (503, "ServiceUnavailableException"),
 }
 
-#: stats.requests keeps this many of the latest requests; tests need a handful, and a
-#: benchmark of millions of requests must not grow without bound.
-#: Requests above this are refused unread; real Bedrock bodies are far smaller.
-MAX_REQUEST_BODY = 16 * 1024 * 1024
-#: How often serve_forever looks for the shutdown flag; stop() waits at most this long.
-_SHUTDOWN_POLL_SECONDS = 0.01
-#: select() cannot watch descriptors at or above FD_SETSIZE; poll() takes over there.
-_SELECT_FD_LIMIT = 1024
 #: The "p" field real Bedrock pads event payloads with; clients must ignore it.
 _PADDING_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-_FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit "
-_WORDS_RE = re.compile(r"\s*\S+")
 _ROUTE_RE = re.compile(r"/model/([^/]+)/(converse|converse-stream)")
-_LAST_CHUNK = b"0\r\n\r\n"
 
 
 # -- scenario ---------------------------------------------------------------------------
@@ -288,48 +254,9 @@ def _normalise_tool_use(tool_use: Any) -> dict[str, Any]:
 def fake_tokens(scenario: Scenario) -> list[str]:
     """Return the text deltas ``scenario`` streams, in order; ``"".join`` of them is
     the full answer text (what Converse returns). Deterministic, and the same rules as
-    the fake OpenAI provider's ``fake_tokens``:
-
-    - ``chunk_bytes=B``: ``chunks`` deltas (default: one per word of DEFAULT_TEXT),
-      delta *i* being exactly B ASCII characters, ``f"c{i} "`` then lorem-ipsum filler.
-    - ``chunks=N`` without ``text``: ``["w0", " w1", ..., " w{N-1}"]``.
-    - ``chunks=N`` with ``text``: the text cut into N pieces of near-equal length (the
-      first ``len % N`` one character longer; empty pieces when N exceeds the length).
-    - otherwise one delta per word of the text (default DEFAULT_TEXT), each word
-      carrying the whitespace before it, the last one any trailing whitespace too.
+    the fake OpenAI provider's: :func:`mlstream.testing.tokens.split_answer`.
     """
-    count = scenario.chunks
-    if scenario.chunk_bytes is not None:
-        size = scenario.chunk_bytes
-        if count is None:
-            count = len(_words(DEFAULT_TEXT))
-        filler = _FILLER * (size // len(_FILLER) + 1)
-        return [(f"c{index} " + filler)[:size] for index in range(count)]
-    if count is not None and scenario.text is None:
-        return [f"w{index}" if index == 0 else f" w{index}" for index in range(count)]
-    text = DEFAULT_TEXT if scenario.text is None else scenario.text
-    if count is None:
-        return _words(text)
-    if count == 0:
-        return []
-    size, longer = divmod(len(text), count)
-    pieces, start = [], 0
-    for index in range(count):
-        end = start + size + (1 if index < longer else 0)
-        pieces.append(text[start:end])
-        start = end
-    return pieces
-
-
-def _words(text: str) -> list[str]:
-    words = _WORDS_RE.findall(text)
-    tail = text[sum(map(len, words)) :]
-    if tail:  # trailing whitespace, or a text that is only whitespace
-        if words:
-            words[-1] += tail
-        else:
-            words = [tail]
-    return words
+    return list(split_answer(scenario.chunks, scenario.text, scenario.chunk_bytes))
 
 
 def _tool_input_fragments(tool_use: Mapping[str, Any]) -> list[str]:
@@ -436,10 +363,6 @@ def _padding(index: int) -> str:
     return _PADDING_ALPHABET[: 1 + (index * 7) % len(_PADDING_ALPHABET)]
 
 
-def _http_chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
 def _corrupt_crc(frame: bytes) -> bytes:
     return frame[:-1] + bytes([frame[-1] ^ 0xFF])
 
@@ -495,17 +418,17 @@ def _build_plan(scenario: Scenario, input_tokens: int) -> _StreamPlan:
     if scenario.bad_crc_after is not None:
         at = position(scenario.bad_crc_after)
         frames[at] = _corrupt_crc(frames[at])
-    writes = [_Write(_http_chunk(frame), pause, 1, len(frame)) for frame, pause in zip(frames, pauses)]
+    writes = [_Write(http_chunk(frame), pause, 1, len(frame)) for frame, pause in zip(frames, pauses)]
     if scenario.exception_after is not None:
         at = position(scenario.exception_after)
         message = _STREAM_EXCEPTION_MESSAGES[scenario.exception_type]
         frame = encode_exception(scenario.exception_type, message)
-        writes[at:] = [_Write(_http_chunk(frame), pauses[at], 1, len(frame))]
+        writes[at:] = [_Write(http_chunk(frame), pauses[at], 1, len(frame))]
         return _StreamPlan(tuple(writes), complete=False)
     if scenario.truncate_after is not None:
         at = position(scenario.truncate_after)
         half = frames[at][: len(frames[at]) // 2]
-        writes[at:] = [_Write(_http_chunk(half), pauses[at], 0, len(half))]
+        writes[at:] = [_Write(http_chunk(half), pauses[at], 0, len(half))]
         return _StreamPlan(tuple(writes), complete=False)
     if scenario.cut_after is not None:
         at = position(scenario.cut_after)
@@ -563,92 +486,23 @@ def _count_input_tokens(body: Mapping[str, Any]) -> int:
 # -- the HTTP side ----------------------------------------------------------------------
 
 
-class _BadRequest(Exception):
-    def __init__(self, status: int, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type
-        self.message = message
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 1024
-
-    def __init__(self, address: tuple[str, int], fake: FakeBedrock) -> None:
-        self.fake = fake
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup that can
-        # stall for seconds on a machine with broken DNS; loopback needs no name.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name = str(host)
-        self.server_port = int(port)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        error = sys.exc_info()[1]
-        if isinstance(error, ConnectionError | TimeoutError):
-            logger.debug("fake Bedrock: connection from %s ended: %r", client_address, error)
-        else:
-            logger.exception("fake Bedrock: handler failed for %s", client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class _Handler(FakeHandler):
     server_version = "FakeBedrock/1.0"
-    sys_version = ""
-    server: _Server
+    fake: FakeBedrock
 
-    # -- connection lifecycle
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.fake._connection_opened(self.connection)
-
-    def finish(self) -> None:
+    def serve(self) -> None:
+        fake = self.fake
         try:
-            super().finish()
-        finally:
-            self.server.fake._connection_closed(self.connection)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        logger.debug("fake Bedrock %s - " + format, self.address_string(), *args)
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    do_GET = do_PUT = do_DELETE = do_PATCH = do_POST
-
-    # -- one request
-
-    def _dispatch(self) -> None:
-        fake = self.server.fake
-        try:
-            self._serve(fake)
-        except (ConnectionError, TimeoutError) as error:
-            logger.debug("fake Bedrock: client went away: %r", error)
-            self._client_gone()
-
-    def _serve(self, fake: FakeBedrock) -> None:
-        try:
-            raw_body = self._read_body()
-        except _BadRequest as error:
-            self.close_connection = True  # the body was not read; the connection is unusable
-            self._send_error(error.status, error.error_type, error.message)
+            raw_body = self.read_body()
+        except BadBody as error:
+            self._send_error(error.status, "ValidationException", error.reason)
             return
         headers = self._lowered_headers()
         path, _, query = self.path.partition("?")
         route = _ROUTE_RE.fullmatch(path)
         model_id = unquote(route.group(1)) if route else None
         operation = route.group(2) if route else None
-        try:
-            body = json.loads(raw_body) if raw_body else None
-        except ValueError:
-            body = None
+        body = json_or_none(raw_body)
         fake.stats._record(
             RecordedRequest(self.command, self.path, headers, body, raw_body, model_id, operation)
         )
@@ -700,11 +554,9 @@ class _Handler(BaseHTTPRequestHandler):
         tokens = fake_tokens(scenario)
         # Converse answers after the whole generation: the first pause and every gap.
         generation = scenario.first_delay_ms + scenario.delay_ms * max(0, len(tokens) - 1)
-        if not self._pause(generation / 1000.0):
-            self._client_gone()
-            return
+        self.pause(generation / 1000.0)
         if scenario.cut_after is not None:
-            self._cut()
+            self.hang_up()
             return
         if scenario.exception_after is not None:
             status, error_type = _CONVERSE_ERRORS[scenario.exception_type]
@@ -726,83 +578,30 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, answer)
 
     def _converse_stream(self, scenario: Scenario, body: Mapping[str, Any]) -> None:
-        stats = self.server.fake.stats
+        stats = self.fake.stats
         plan = _plans.get(scenario, _count_input_tokens(body))
-        if not self._pause(scenario.first_delay_ms / 1000.0):
-            self._client_gone()
-            return
+        self.pause(scenario.first_delay_ms / 1000.0)
         self.send_response(200)
         self.send_header("Content-Type", "application/vnd.amazon.eventstream")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
         self.end_headers()
         stats._add(streams_started=1)
-        sock = self.connection
         # The hot loop: nothing but a pause check, one sendall and one counter update.
         for write in plan.writes:
-            if write.pause and not self._pause(write.pause):
-                self._client_gone()
-                return
-            try:
-                sock.sendall(write.chunk)
-            except OSError as error:
-                logger.debug("fake Bedrock: stream write failed: %r", error)
-                self._client_gone()
-                return
+            if write.pause:
+                self.pause(write.pause)
+            self.send(write.chunk)
             stats._frame_written(write.frames, write.frame_bytes)
         if plan.cut:
-            if plan.cut_pause and not self._pause(plan.cut_pause):
-                self._client_gone()
-                return
-            self._cut()
+            self.pause(plan.cut_pause)
+            self.hang_up()
             return
-        try:
-            sock.sendall(_LAST_CHUNK)
-        except OSError as error:
-            logger.debug("fake Bedrock: stream end failed: %r", error)
-            self._client_gone()
-            return
+        self.send(LAST_CHUNK)
         if plan.complete:
             stats._add(streams_completed=1)
 
     # -- helpers
-
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return self._read_chunked_body()
-        length_header = self.headers.get("Content-Length")
-        if length_header is None:
-            return b""
-        try:
-            length = int(length_header)
-        except ValueError:
-            raise _BadRequest(400, "ValidationException", f"Bad Content-Length {length_header!r}") from None
-        if length < 0 or length > MAX_REQUEST_BODY:
-            raise _BadRequest(413, "ValidationException", f"Request body must be 0..{MAX_REQUEST_BODY} bytes")
-        body = self.rfile.read(length)
-        if len(body) != length:
-            raise ConnectionError("client closed the connection inside the request body")
-        return body
-
-    def _read_chunked_body(self) -> bytes:
-        parts, total = [], 0
-        while True:
-            line = self.rfile.readline(1024)
-            if not line:
-                raise ConnectionError("client closed the connection inside a chunked body")
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _BadRequest(400, "ValidationException", "Malformed chunked request body") from None
-            total += size
-            if total > MAX_REQUEST_BODY:
-                raise _BadRequest(413, "ValidationException", f"Request body exceeds {MAX_REQUEST_BODY} bytes")
-            if size == 0:
-                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(parts)
-            parts.append(self.rfile.read(size))
-            self.rfile.readline(1024)  # the CRLF closing the chunk
 
     def _lowered_headers(self) -> dict[str, str]:
         lowered: dict[str, str] = {}
@@ -824,56 +623,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_error(self, status: int, error_type: str, message: str) -> None:
         self._send_json(status, {"message": message}, error_type)
-
-    def _pause(self, seconds: float) -> bool:
-        """Wait ``seconds`` while watching the connection; False if the peer closed it
-        (or the fake is stopping), True once the time is up."""
-        if seconds <= 0:
-            return True
-        fake = self.server.fake
-        sock = self.connection
-        deadline = time.monotonic() + seconds
-        while not fake._stopping.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return True
-            if not _wait_readable(sock, remaining):
-                return True
-            try:
-                peeked = sock.recv(1, socket.MSG_PEEK)
-            except OSError:
-                return False
-            if peeked == b"":
-                return False
-            # The peer sent bytes (a pipelined request): it is alive. Wait out the
-            # rest on the stop event, since the socket would stay readable.
-            fake._stopping.wait(max(0.0, deadline - time.monotonic()))
-        return False
-
-    def _client_gone(self) -> None:
-        self.close_connection = True
-        if not self.server.fake._stopping.is_set():
-            self.server.fake.stats._add(client_disconnects=1)
-
-    def _cut(self) -> None:
-        """End the connection mid-response: FIN without the terminating chunk."""
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-def _wait_readable(sock: socket.socket, timeout: float) -> bool:
-    fd = sock.fileno()
-    if fd < 0:
-        return True
-    if fd < _SELECT_FD_LIMIT:
-        readable, _, _ = select.select([sock], [], [], timeout)
-        return bool(readable)
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    return bool(poller.poll(timeout * 1000.0))
 
 
 def _scenario_for(default: Scenario, body: Mapping[str, Any], headers: Mapping[str, str]) -> Scenario:
@@ -908,12 +657,16 @@ def _signature_failure_message(result: sigv4.VerifyResult) -> str:
 # -- the public object ------------------------------------------------------------------
 
 
-class FakeBedrock:
-    """A Bedrock runtime on loopback. Use as a context manager, or start()/stop().
+class FakeBedrock(FakeServer):
+    """A Bedrock runtime on loopback. Use as a context manager, or start()/stop()
+    (see :class:`FakeServer`).
 
     ``default_scenario`` (settable at any time) shapes answers whose request does not
     say otherwise. ``stats`` records what happened.
     """
+
+    handler = _Handler
+    stats: FakeBedrockStats
 
     def __init__(
         self,
@@ -925,99 +678,9 @@ class FakeBedrock:
         session_token: str | None = None,
         region: str = "us-east-1",
     ) -> None:
-        if host == "localhost":
-            host = "127.0.0.1"
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            raise ValueError(f"host must be an IPv4 loopback address, got {host!r}") from None
-        if address.version != 4 or not address.is_loopback:
-            raise ValueError(f"host must be an IPv4 loopback address, got {host!r}")
-        self.host = host
-        self._requested_port = port
         self.access_key = access_key
         self.secret_key = secret_key
         self.session_token = session_token
         self.region = region
         self.default_scenario = Scenario()
-        self.stats = FakeBedrockStats()
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._connections: set[socket.socket] = set()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("FakeBedrock is not started")
-        return self._server.server_port
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> FakeBedrock:
-        if self._server is not None or self._stopped:
-            raise RuntimeError("FakeBedrock can be started once")
-        server = _Server((self.host, self._requested_port), self)
-        thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": _SHUTDOWN_POLL_SECONDS},
-            name=f"fake-bedrock-{server.server_port}",
-            daemon=True,
-        )
-        self._server, self._thread = server, thread
-        thread.start()
-        logger.debug("fake Bedrock listening on %s", self.url)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and end every open connection. Safe to call twice. Must not be
-        called from a request handler (``shutdown`` would wait for itself)."""
-        with self._lock:
-            if self._server is None or self._stopped:
-                self._stopped = True
-                return
-            self._stopped = True
-        self._stopping.set()
-        server, thread = self._server, self._thread
-        server.shutdown()
-        with self._lock:
-            open_connections = list(self._connections)
-        for sock in open_connections:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        server.server_close()
-        if thread is not None:
-            thread.join(timeout=5.0)
-        logger.debug("fake Bedrock stopped")
-
-    def __enter__(self) -> FakeBedrock:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        where = self.url if self._server is not None else "not started"
-        return f"FakeBedrock({where}, region={self.region!r})"
-
-    def _connection_opened(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._connections.add(sock)
-            stopping = self._stopping.is_set()
-        self.stats._add(connections_open=1)
-        if stopping:  # accepted just as stop() took its snapshot of open connections
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def _connection_closed(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._connections.discard(sock)
-        self.stats._add(connections_open=-1, connections_closed=1)
+        super().__init__(host=host, port=port, stats=FakeBedrockStats())

@@ -14,16 +14,13 @@ Usage::
         # "model": Scenario(chunks=5, delay_ms=10).to_model()
         assert fake.stats.wait_for(lambda s: s.streams_completed == 1)
 
-Classes::
+Classes (the server, its lifecycle and the handler's helpers are ``fake_server``'s)::
 
-    socketserver.TCPServer
-     +-- http.server.HTTPServer
-          +-- http.server.ThreadingHTTPServer
-               +-- _Server                 one thread per connection, knows its FakeOpenAI
-    http.server.BaseHTTPRequestHandler
-     +-- _Handler                          HTTP/1.1 keep-alive, one request at a time
+    fake_server.FakeHandler
+     +-- _Handler                          routes, auth, scenarios, SSE answers
+    fake_server.FakeServer
+     +-- FakeOpenAI                        the api_key and a FakeStats
 
-    FakeOpenAI   owns a _Server, its serving thread and a FakeStats
     Scenario     the per-request knobs (frozen, hashable: the cache key)
     _Encoded     every byte a scenario sends, framed once and cached
 
@@ -67,26 +64,23 @@ from __future__ import annotations
 import argparse
 import functools
 import http
-import ipaddress
 import json
 import logging
-import math
 import re
 import secrets
-import select
 import signal
-import socket
-import socketserver
 import string
 import sys
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, fields
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
+from mlstream.testing.fake_server import (LAST_CHUNK, BadBody, ClientGone, FakeHandler, FakeServer,
+                                          http_chunk, json_or_none)
 from mlstream.testing.stats import CounterStats
+from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
 
 __all__ = [
     "DEFAULT_API_KEY",
@@ -107,33 +101,13 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_API_KEY = "sk-fake-test-key"
 DEFAULT_MODEL = "gpt-fake"
-DEFAULT_TEXT = (
-    "Hamlet, the Prince of Denmark, returns home to find his father dead and his "
-    "mother married to his uncle Claudius; urged by his father's ghost to seek "
-    "revenge, he feigns madness, stages a play, and hesitates until tragedy "
-    "consumes the whole court."
-)
 MID_STREAM_ERROR_MESSAGE = "fake mid-stream failure"
 
-# A chat request is a few kilobytes; 16 MiB leaves room for long prompts while
-# keeping a runaway client from making the fake buffer without bound.
-MAX_BODY_BYTES = 16 * 1024 * 1024
-# Chunk-size lines and trailers are tiny; anything longer is a broken client.
-_MAX_LINE = 8 * 1024
-_MAX_TRAILERS = 64
 # How many distinct scenarios keep their pre-encoded bytes. Benchmarks use a
 # handful; tests use a few dozen.
 _CACHE_SCENARIOS = 256
-# serve_forever's poll interval is how long stop() waits for the accept loop;
-# the stdlib default (0.5 s) would slow every test's teardown.
-_POLL_INTERVAL = 0.05
-# stop() waits this long for handler threads to notice their sockets closed.
-_STOP_GRACE_SECONDS = 5.0
 
-_FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit "
-_WORDS = re.compile(r"\s*\S+")
 _DIGITS = re.compile(r"[0-9]+")
-_HEX = re.compile(rb"[0-9A-Fa-f]+")
 _ID_ALPHABET = string.ascii_letters + string.digits
 
 
@@ -250,54 +224,14 @@ def parse_scenario(model: str | None, headers: Mapping[str, str]) -> Scenario:
 def fake_tokens(scenario: Scenario) -> list[str]:
     """The content chunks a scenario sends, in order; their concatenation is the answer.
 
-    - ``chunk_bytes=B``: ``chunks`` tokens (default: one per word of
-      :data:`DEFAULT_TEXT`), token *i* being exactly B ASCII characters:
-      ``f"c{i} "`` followed by lorem-ipsum filler, cut to B.
-    - ``chunks=N`` without ``text``: ``["w0", " w1", " w2", ...]`` (N tokens, the
-      answer is ``"w0 w1 ... w{N-1}"``).
-    - ``chunks=N`` with ``text``: the text cut into N pieces of near-equal length
-      (the first ``len % N`` pieces one character longer; pieces are empty when
-      N exceeds the length).
-    - otherwise one token per word of the text (default :data:`DEFAULT_TEXT`),
-      OpenAI-style: each word carries the whitespace before it, the last also
-      any trailing whitespace.
+    The rules are :func:`mlstream.testing.tokens.split_answer`'s, the same for both fakes.
     """
     return list(_tokens(scenario))
 
 
 @functools.lru_cache(maxsize=_CACHE_SCENARIOS)
 def _tokens(scenario: Scenario) -> tuple[str, ...]:
-    n = scenario.chunks
-    if scenario.chunk_bytes is not None:
-        size = scenario.chunk_bytes
-        count = n if n is not None else len(_words(DEFAULT_TEXT))
-        filler = _FILLER * (size // len(_FILLER) + 1)
-        return tuple((f"c{i} " + filler)[:size] for i in range(count))
-    if n is not None and scenario.text is None:
-        return tuple(f"w{i}" if i == 0 else f" w{i}" for i in range(n))
-    text = DEFAULT_TEXT if scenario.text is None else scenario.text
-    if n is None:
-        return _words(text)
-    if n == 0:
-        return ()
-    base, extra = divmod(len(text), n)
-    pieces, start = [], 0
-    for i in range(n):
-        end = start + base + (1 if i < extra else 0)
-        pieces.append(text[start:end])
-        start = end
-    return tuple(pieces)
-
-
-def _words(text: str) -> tuple[str, ...]:
-    words = _WORDS.findall(text)
-    tail = text[sum(map(len, words)):]
-    if tail:  # trailing whitespace, or a text that is only whitespace
-        if words:
-            words[-1] += tail
-        else:
-            words = [tail]
-    return tuple(words)
+    return split_answer(scenario.chunks, scenario.text, scenario.chunk_bytes)
 
 
 def _stopping_point(scenario: Scenario, count: int) -> tuple[int, str]:
@@ -323,17 +257,12 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _http_chunk(payload: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(payload), payload)
-
-
 def _sse(payload: bytes) -> bytes:
     """One SSE event framed as one HTTP chunk."""
-    return _http_chunk(b"data: " + payload + b"\n\n")
+    return http_chunk(b"data: " + payload + b"\n\n")
 
 
-_LAST_CHUNK = b"0\r\n\r\n"
-_KEEP_ALIVE = _http_chunk(b": keep-alive\n\n")
+_KEEP_ALIVE = http_chunk(b": keep-alive\n\n")
 _DONE = _sse(b"[DONE]")
 # Exactly the bytes the brief names, spaces included (json.dumps' default separators).
 _MID_STREAM_ERROR = _sse(json.dumps(
@@ -429,7 +358,7 @@ def _encode(chat: bool, model: str, scenario: Scenario, include_usage: bool,
     epilogue = chunk([choice(None, "stop")])
     if include_usage:
         epilogue += chunk([], usage)
-    epilogue += _DONE + _LAST_CHUNK
+    epilogue += _DONE + LAST_CHUNK
 
     full = "".join(tokens)
     if chat:
@@ -495,28 +424,6 @@ class FakeStats(CounterStats):
 # --------------------------------------------------------------------------- server
 
 
-class _ClientGone(Exception):
-    """The peer closed, a write failed, or the fake is stopping: abandon the response."""
-
-
-class _BadBody(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def _wait_readable(sock: socket.socket, timeout: float) -> bool:
-    # poll rather than select.select: select fails on descriptors >= 1024,
-    # which a benchmark with a thousand open connections reaches.
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        return bool(poller.poll(max(0, math.ceil(timeout * 1000))))
-    readable, _, _ = select.select([sock], [], [], timeout)
-    return bool(readable)
-
-
 _ROUTES: dict[str, tuple[str, str]] = {
     "/v1/chat/completions": ("POST", "chat"),
     "/v1/completions": ("POST", "text"),
@@ -524,67 +431,34 @@ _ROUTES: dict[str, tuple[str, str]] = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class _Handler(FakeHandler):
     server_version = "mlstream-fake-openai"
-    sys_version = ""
-    server: _Server
+    fake: FakeOpenAI
 
-    # ---- connection lifecycle
+    # Every method goes through serve() so unknown routes get OpenAI's JSON.
+    do_OPTIONS = FakeHandler.dispatch
 
-    def setup(self) -> None:
-        super().setup()
-        self._fake = self.server.fake
-        self._stats = self._fake.stats
-        self._stats._add(connections_open=1)
-        self.server.track(self.connection)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.untrack(self.connection)
-            self._stats._add(connections_open=-1, connections_closed=1)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib name)
-        logger.debug("%s %s", self.address_string(), format % args)
-
-    # ---- dispatch: every method goes through _serve so unknown routes get JSON
-
-    def do_GET(self) -> None:
-        self._serve()
-
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
-
-    def _serve(self) -> None:
+    def serve(self) -> None:
         self._head_sent = False
         headers = {name.lower(): value for name, value in self.headers.items()}
         try:
             try:
-                raw = self._read_body(headers)
-            except _BadBody as exc:
-                self.close_connection = True
-                self._send_json(exc.status, openai_error(exc.message))
+                raw = self.read_body()
+            except BadBody as exc:
+                self._send_json(exc.status, openai_error(exc.reason))
                 return
-            try:
-                body = json.loads(raw) if raw else None
-            except ValueError:
-                body = None
-            self._stats._record(RecordedRequest(self.command, self.path, headers, body))
+            body = json_or_none(raw)
+            self.fake.stats._record(RecordedRequest(self.command, self.path, headers, body))
             self._route(headers, raw, body)
-        except _ClientGone:
-            self.close_connection = True
-            if not self._fake._stopping.is_set():
-                self._stats._add(client_disconnects=1)
-            logger.debug("fake openai: client %s went away", self.address_string())
+        except (ConnectionError, TimeoutError):
+            raise  # the client went away: FakeHandler.dispatch counts it
         except Exception:
             self.close_connection = True
             logger.exception("fake openai: bug while answering %s %s", self.command, self.path)
             if not self._head_sent:
                 try:
                     self._send_json(500, openai_error("fake openai crashed", "server_error"))
-                except _ClientGone:
+                except ClientGone:
                     pass
 
     def _route(self, headers: dict[str, str], raw: bytes, body: Any) -> None:
@@ -633,7 +507,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, openai_error(str(exc), param="model"))
             return
 
-        self._pause(scenario.first_delay_ms / 1000)
+        self.pause(scenario.first_delay_ms / 1000)
         if scenario.status is not None:
             extra = [("Retry-After", str(scenario.retry_after))] if scenario.status == 429 else []
             self._send_json(scenario.status, _status_error(scenario.status, model, scenario.retry_after),
@@ -654,7 +528,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", code="invalid_api_key")
         scheme, _, key = authorization.partition(" ")
         key = key.strip()
-        if scheme.lower() == "bearer" and secrets.compare_digest(key.encode(), self._fake.api_key.encode()):
+        if scheme.lower() == "bearer" and secrets.compare_digest(key.encode(), self.fake.api_key.encode()):
             return None
         return openai_error(
             f"Incorrect API key provided: {_mask(key)}. You can find your API key at "
@@ -665,7 +539,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, encoded: _Encoded, scenario: Scenario) -> None:
         sent, ending = _stopping_point(scenario, len(encoded.content))
         # Take as long as the stream would have before its end or failure.
-        self._pause(scenario.delay_ms * max(sent - 1, 0) / 1000)
+        self.pause(scenario.delay_ms * max(sent - 1, 0) / 1000)
         if ending == "error":
             self._send_json(500, openai_error(MID_STREAM_ERROR_MESSAGE, "server_error"))
         elif ending == "cut":
@@ -673,7 +547,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = encoded.body
             self._write(self._head(200, [("Content-Type", "application/json"),
                                          ("Content-Length", str(len(body)))]) + body[: len(body) // 2])
-            self._hang_up()
+            self.hang_up()
         else:
             self._send_json_bytes(200, encoded.body)
 
@@ -681,116 +555,27 @@ class _Handler(BaseHTTPRequestHandler):
         content = encoded.content
         sent, ending = _stopping_point(scenario, len(content))
         delay = scenario.delay_ms / 1000
-        stats = self._stats
-        sendall = self.connection.sendall
+        stats = self.fake.stats
+        send = self.send
 
         stats._add(streams_started=1)
         self._write(_STREAM_HEADERS + self._connection_header() + b"\r\n" + encoded.prologue)
         # The hot loop: pre-framed bytes out, one counter update each. No JSON here.
-        try:
-            for i in range(sent):
-                if i and delay:
-                    self._pause(delay)
-                data = content[i]
-                sendall(data)
-                stats._chunk_written(len(data))
-        except OSError as exc:
-            raise _ClientGone from exc
+        for i in range(sent):
+            if i and delay:
+                self.pause(delay)
+            data = content[i]
+            send(data)
+            stats._chunk_written(len(data))
         if ending == "cut":
-            self._hang_up()
+            self.hang_up()
         elif ending == "error":
-            self._write(_MID_STREAM_ERROR + _LAST_CHUNK)
+            self._write(_MID_STREAM_ERROR + LAST_CHUNK)
         else:
             self._write(encoded.epilogue)
             stats._add(streams_completed=1)
 
     # ---- plumbing
-
-    def _pause(self, seconds: float) -> None:
-        """Sleep ``seconds``, but raise _ClientGone as soon as the peer closes or stop() runs.
-
-        A closed peer makes the socket readable with nothing to read (a FIN gives
-        b"", a RST an error). If the client instead sent bytes (a pipelined next
-        request) they are left for the next request and the pause just waits on
-        the stop signal.
-        """
-        if seconds <= 0:
-            return
-        sock, stopping = self.connection, self._fake._stopping
-        deadline = time.monotonic() + seconds
-        watch_peer = True
-        while True:
-            if stopping.is_set():
-                raise _ClientGone("fake openai is stopping")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            if not watch_peer:
-                stopping.wait(remaining)
-                continue
-            if not _wait_readable(sock, remaining):
-                continue
-            try:
-                peeked = sock.recv(1, socket.MSG_PEEK)
-            except (BlockingIOError, InterruptedError):
-                continue
-            except OSError as exc:
-                raise _ClientGone from exc
-            if not peeked:
-                raise _ClientGone("peer closed")
-            watch_peer = False
-
-    def _read_body(self, headers: dict[str, str]) -> bytes:
-        encoding = headers.get("transfer-encoding")
-        if encoding is not None:
-            if encoding.strip().lower() != "chunked":
-                raise _BadBody(400, f"Unsupported Transfer-Encoding: {encoding}")
-            if "content-length" in headers:
-                # Both framings at once is a smuggling shape; read chunked, then hang up.
-                self.close_connection = True
-            return self._read_chunked()
-        length_text = headers.get("content-length")
-        if length_text is None:
-            return b""
-        if not _DIGITS.fullmatch(length_text.strip()):
-            raise _BadBody(400, f"Invalid Content-Length: {length_text!r}")
-        length = int(length_text)
-        if length > MAX_BODY_BYTES:
-            raise _BadBody(413, f"Request body larger than {MAX_BODY_BYTES} bytes")
-        data = self.rfile.read(length)
-        if len(data) < length:
-            raise _ClientGone("request body cut short")
-        return data
-
-    def _read_chunked(self) -> bytes:
-        parts: list[bytes] = []
-        total = 0
-        while True:
-            line = self.rfile.readline(_MAX_LINE + 1)
-            if not line:
-                raise _ClientGone("request body cut short")
-            if len(line) > _MAX_LINE or not line.endswith(b"\n"):
-                raise _BadBody(400, "Malformed chunked request body")
-            size_text = line.split(b";", 1)[0].strip()
-            if not _HEX.fullmatch(size_text):
-                raise _BadBody(400, "Malformed chunked request body")
-            size = int(size_text, 16)
-            if size == 0:
-                break
-            total += size
-            if total > MAX_BODY_BYTES:
-                raise _BadBody(413, f"Request body larger than {MAX_BODY_BYTES} bytes")
-            data = self.rfile.read(size)
-            if len(data) < size:
-                raise _ClientGone("request body cut short")
-            parts.append(data)
-            if self.rfile.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n"):
-                raise _BadBody(400, "Malformed chunked request body")
-        for _ in range(_MAX_TRAILERS):
-            line = self.rfile.readline(_MAX_LINE + 1)
-            if line in (b"\r\n", b"\n", b""):
-                return b"".join(parts)
-        raise _BadBody(400, "Too many trailers in chunked request body")
 
     def _connection_header(self) -> bytes:
         return b"Connection: close\r\n" if self.close_connection else b"Connection: keep-alive\r\n"
@@ -815,19 +600,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _write(self, data: bytes) -> None:
         self._head_sent = True
-        try:
-            self.connection.sendall(data)
-        except OSError as exc:
-            raise _ClientGone from exc
-        self._stats._add(bytes_written=len(data))
-
-    def _hang_up(self) -> None:
-        """Close abruptly: FIN after what was written, nothing more on this connection."""
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+        self.send(data)
+        self.fake.stats._add(bytes_written=len(data))
 
 
 def _mask(key: str) -> str:
@@ -837,135 +611,16 @@ def _mask(key: str) -> str:
     return key[:3] + "*" * (len(key) - 7) + key[-4:]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 1024
+class FakeOpenAI(FakeServer):
+    """A fake OpenAI server on loopback; see :class:`FakeServer` for its lifecycle."""
 
-    def __init__(self, address: tuple[str, int], fake: FakeOpenAI) -> None:
-        self.fake = fake
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup
-        # that can take seconds on a badly configured machine. We know the name.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name, self.server_port = host, port
-
-    def track(self, sock: socket.socket) -> None:
-        with self._connections_lock:
-            self._connections.add(sock)
-        if self.fake._stopping.is_set():  # accepted while stop() was running
-            _shutdown_quietly(sock)
-
-    def untrack(self, sock: socket.socket) -> None:
-        with self._connections_lock:
-            self._connections.discard(sock)
-
-    def close_connections(self) -> None:
-        with self._connections_lock:
-            connections = list(self._connections)
-        # Shut down outside the lock: it only wakes the handler threads, which
-        # then untrack themselves.
-        for sock in connections:
-            _shutdown_quietly(sock)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        if isinstance(exc, (ConnectionError, TimeoutError)):
-            logger.debug("fake openai: connection from %s failed: %r", client_address, exc)
-        else:
-            logger.exception("fake openai: error serving %s", client_address)
-
-
-def _shutdown_quietly(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
-def _loopback_host(host: str) -> str:
-    if host == "localhost":
-        return "127.0.0.1"
-    try:
-        address = ipaddress.IPv4Address(host)
-    except ValueError:
-        raise ValueError(f"FakeOpenAI binds IPv4 loopback only, not {host!r}") from None
-    if not address.is_loopback:
-        raise ValueError(f"FakeOpenAI binds IPv4 loopback only, not {host!r}")
-    return host
-
-
-class FakeOpenAI:
-    """A fake OpenAI server on loopback. Binds at construction; ``start()`` serves.
-
-    ``stop()`` stops accepting, closes every open connection (in-flight streams
-    end at once, without counting as client disconnects), waits briefly for the
-    handler threads, and is safe to call twice or without ``start()``. Do not
-    call it from a handler thread.
-    """
+    handler = _Handler
+    stats: FakeStats
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
                  api_key: str = DEFAULT_API_KEY) -> None:
         self.api_key = api_key
-        self.stats = FakeStats()
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-        self._server = _Server((_loopback_host(host), port), self)
-        self.host: str = self._server.server_address[0]
-        self.port: int = self._server.server_address[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> FakeOpenAI:
-        with self._lock:
-            if self._stopped:
-                raise RuntimeError("a stopped FakeOpenAI cannot be started again")
-            if self._thread is not None:
-                raise RuntimeError("FakeOpenAI is already started")
-            self._thread = threading.Thread(
-                target=self._server.serve_forever, kwargs={"poll_interval": _POLL_INTERVAL},
-                name=f"fake-openai-{self.port}", daemon=True)
-            self._thread.start()
-        logger.debug("fake openai serving on %s", self.url)
-        return self
-
-    def stop(self) -> None:
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-            thread = self._thread
-        self._stopping.set()
-        if thread is not None:
-            self._server.shutdown()   # blocks until serve_forever returns
-            thread.join()
-        self._server.close_connections()
-        self._server.server_close()
-        # ThreadingHTTPServer never joins daemon handlers; wait for them to see
-        # their closed sockets so a test's teardown leaves nothing running.
-        if not self.stats.wait_for(lambda s: s.connections_open == 0, timeout=_STOP_GRACE_SECONDS):
-            logger.debug("fake openai: %d connection(s) still closing", self.stats.connections_open)
-        logger.debug("fake openai on %s stopped", self.url)
-
-    def __enter__(self) -> FakeOpenAI:
-        if self._thread is None:
-            self.start()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        return f"FakeOpenAI(url={self.url!r})"
+        super().__init__(host=host, port=port, stats=FakeStats())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,9 @@ from mlstream.server.app import Server
 from mlstream.settings import ServerSettings
 from mlstream.testing.fake_openai import FakeOpenAI
 
+# helpers.py holds plain helpers with asserts in them; rewrite those like a test module's.
+pytest.register_assert_rewrite("tests.integration.helpers")
+
 LOOPBACK_TRUST = r"^http://127\.0\.0\.1:\d+/.*$"
 HANG_GUARD = 20.0  # seconds: only ever reached when something is broken
 

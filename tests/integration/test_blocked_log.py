@@ -12,14 +12,13 @@ import http.client
 import os
 import signal
 import subprocess
-import sys
 import threading
 
 from mlstream.logs import MAX_QUEUED_LINES
 
 from .conftest import HANG_GUARD
+from .helpers import MLSTREAM
 
-MLSTREAM = [sys.executable, "-m", "mlstream"]
 
 
 def test_requests_are_answered_while_stderr_is_a_pipe_nobody_reads(tmp_path):

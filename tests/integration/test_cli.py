@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from mlstream import __version__
 
 from .conftest import HANG_GUARD, LOOPBACK_TRUST, SEED_MESSAGES, Client, openai_connector, raw_request, stream_body
+from .helpers import MLSTREAM
 
-MLSTREAM = [sys.executable, "-m", "mlstream"]
 
 
 def start_serve(data_dir: Path) -> tuple[subprocess.Popen, str]:

@@ -23,7 +23,7 @@ from mlstream.errors import Unauthorized
 from mlstream.store import Record, SQLiteStore
 
 from .conftest import HANG_GUARD, Client, openai_connector, raw_request, stream_body
-from .test_auth import assert_401, bearer, client_with, loopback_url, start_serve, stop_serve
+from .helpers import assert_401, bearer, client_with, loopback_url, start_serve, stop_serve
 
 ML = "/_plugins/_ml"
 AUTH_LOGGER = "mlstream.auth"

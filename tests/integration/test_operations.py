@@ -9,7 +9,6 @@ import re
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -21,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario
 
 from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, open_stream, openai_connector, raw_request, stream_body
+from .helpers import MLSTREAM
 
-MLSTREAM = [sys.executable, "-m", "mlstream"]
 PREDICT_ROUTE = "/_plugins/_ml/models/{model_id}/_predict"
 STREAM_ROUTE = "/_plugins/_ml/models/{model_id}/_predict/stream"
 SANE_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from mlstream.server import responses
-from mlstream.server.handler import MAX_BATCH_EVENTS
+from mlstream.server import sse_writer
+from mlstream.server.sse_writer import MAX_BATCH_EVENTS
 from mlstream.streaming.channel import Channel
 from mlstream.streaming.reader import READ_SIZE
 from mlstream.testing.fake_openai import Scenario, fake_tokens
 
 from .conftest import (HANG_GUARD, LOOPBACK_TRUST, Client, open_stream, openai_connector, raw_request, read_response,
                        stream_body)
-from .test_cli import MLSTREAM
+from .helpers import MLSTREAM
 
 # How long a client reads nothing in the backpressure test: the provider has to be
 # stuck for this long, not merely slowed.
@@ -144,7 +144,7 @@ def test_a_client_reading_nothing_stalls_the_provider(make_server, fake):
     # In tokens: every content frame from the fake, and every content chunk to the
     # client, has one size (chunk_bytes of ASCII); headers make up less than one.
     frame_in = bytes_written / chunks_written
-    frame_out = len(responses.chunk(response.chunks[0]))
+    frame_out = len(sse_writer.chunk(response.chunks[0]))
     taken = chunks_written + 1 - upstream_kernel // frame_in  # +1: a sendall under way
     passed_on = downstream_kernel // frame_out
     # Besides the channel: the items decoded from one upstream read (plus http.client's

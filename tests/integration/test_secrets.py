@@ -28,8 +28,7 @@ from mlstream.errors import MLStreamError
 from mlstream.testing.fake_openai import FakeOpenAI
 
 from .conftest import HANG_GUARD, LOOPBACK_TRUST, SEED_MESSAGES, Client, openai_connector, raw_request, stream_body
-from .test_auth import clean_env, start_serve, stop_serve
-from .test_cli import MLSTREAM
+from .helpers import MLSTREAM, clean_env, start_serve, stop_serve
 
 ML = "/_plugins/_ml"
 MASTER_KEY_ENV = "MLSTREAM_MASTER_KEY"

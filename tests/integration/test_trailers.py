@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 
-from mlstream.server.handler import MAX_TRAILER_BYTES, MAX_TRAILER_LINES
+from mlstream.framing import MAX_TRAILER_BYTES, MAX_TRAILER_LINES
 
 from .conftest import HANG_GUARD, Client, RawResponse, openai_connector, read_response
 

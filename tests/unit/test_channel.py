@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from mlstream.errors import MLStreamError, UpstreamError
 from mlstream.streaming.channel import Channel
-from mlstream.streaming.events import Delta, Done, Failure, Started
+from mlstream.providers.events import Delta, Done, Failure, Started
 
 HANG_GUARD = 10.0  # seconds: only reached if the code under test hangs
 

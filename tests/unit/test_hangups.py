@@ -17,7 +17,7 @@ import pytest
 
 from mlstream.server.hangups import ClientGone, HangupWatcher
 from mlstream.streaming.channel import Channel
-from mlstream.streaming.events import Failure
+from mlstream.providers.events import Failure
 
 HANG_GUARD = 10.0  # seconds: only reached when something is broken
 SOCKET_TIMEOUT = 30.0  # what a handler's socket carries: any blocking read on it would stall this long

@@ -9,7 +9,7 @@ import pytest
 from mlstream.errors import UpstreamError
 from mlstream.providers.bedrock import ConverseStreamDecoder
 from mlstream.providers.openai import OpenAIStreamDecoder
-from mlstream.streaming.events import Delta, Done, Failure
+from mlstream.providers.events import Delta, Done, Failure
 from mlstream.testing.eventstream import encode_event, encode_exception
 
 

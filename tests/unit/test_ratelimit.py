@@ -9,7 +9,7 @@ import pytest
 from mlstream import ratelimit
 from mlstream.errors import Overloaded
 from mlstream.ratelimit import RateLimiter
-from mlstream.registry import RateLimit
+from mlstream.ratelimit import RateLimit
 
 HANG_GUARD = 10.0
 

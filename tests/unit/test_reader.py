@@ -1,6 +1,8 @@
-"""read_stream driven by a stub response and a real decoder. No sockets.
+"""read_stream driven by a real ProviderCall over a stub client, a stub response and a
+real decoder. No sockets.
 
-The stub stands in for a urllib3 response: ``read1`` hands out scripted chunks
+The stub client stands in for the network side of ``UpstreamClient`` (send, read a
+whole body); the stub response stands in for a urllib3 response: ``read1`` hands out scripted chunks
 (bytes, an exception to raise, or BLOCK: wait until ``shutdown()`` is called,
 as a real read on a socket that is shut down returns), and every connection
 call is recorded so a test can tell a drained (reused) connection from a
@@ -16,12 +18,14 @@ import pytest
 from urllib3.exceptions import ProtocolError as Urllib3ProtocolError
 from urllib3.exceptions import ReadTimeoutError
 
+from mlstream.connectors import UpstreamRequest, parse_connector
 from mlstream.errors import MLStreamError, ProtocolError, UpstreamError, UpstreamTimeout
 from mlstream.providers.openai import OpenAIStreamDecoder
 from mlstream.sse import SSEDecoder
 from mlstream.streaming.channel import Channel
-from mlstream.streaming.events import Delta, Done, Failure, Started
+from mlstream.providers.events import Delta, Done, Failure, Started
 from mlstream.streaming.reader import read_stream
+from mlstream.upstream import ProviderCall
 
 HANG_GUARD = 10.0  # seconds: only reached if the code under test hangs
 URL = "https://api.example.com/v1/chat/completions?api_key=sk-secret"
@@ -80,7 +84,35 @@ def drain(channel: Channel) -> list:
     return items
 
 
-def run(response, *, capacity: int = 64, decoder=None, on_error=None, stall_timeout: float = HANG_GUARD,
+CONNECTOR = parse_connector({
+    "name": "chat", "protocol": "http", "credential": {"openAI_key": "sk-secret"},
+    "actions": [{"action_type": "predict", "method": "POST", "url": URL,
+                 "headers": {"Authorization": "Bearer ${credential.openAI_key}"}, "request_body": "{}"}]})
+
+
+class StubClient:
+    """The network side of UpstreamClient: ``send`` calls the test's function,
+    ``read_body`` (an error answer's body) returns ``error_body`` or raises it."""
+
+    def __init__(self, send, error_body=b'{"error": {"message": "provider said no"}}') -> None:
+        self._send = send
+        self._error_body = error_body
+
+    def send(self, request, config, *, stream, allow_private=False):
+        return self._send()
+
+    def read_body(self, response, url):
+        if isinstance(self._error_body, BaseException):
+            raise self._error_body
+        return self._error_body
+
+
+def call_of(send, **client_options) -> ProviderCall:
+    return ProviderCall(StubClient(send, **client_options), UpstreamRequest("POST", URL, {}, b"{}"), CONNECTOR,
+                        stream=True, allow_private=False)
+
+
+def run(response, *, capacity: int = 64, decoder=None, error_body=None, stall_timeout: float = HANG_GUARD,
         channel: Channel | None = None):
     """Run read_stream to its end in this thread; returns (channel, items put on it)."""
     channel = channel or Channel(capacity)
@@ -90,8 +122,8 @@ def run(response, *, capacity: int = 64, decoder=None, on_error=None, stall_time
             raise response
         return response
 
-    read_stream(channel, send, on_error or (lambda r: pytest.fail("on_error_response called")),
-                decoder or OpenAIStreamDecoder(chat=True), URL, stall_timeout)
+    options = {} if error_body is None else {"error_body": error_body}
+    read_stream(channel, call_of(send, **options), decoder or OpenAIStreamDecoder(chat=True), stall_timeout)
     return channel, drain(channel)
 
 
@@ -167,19 +199,15 @@ def test_a_compressed_body_is_read_through_urllib3_and_a_plain_one_past_it():
 
 
 @pytest.mark.parametrize("status", [300, 400, 401, 429, 500, 503])
-def test_a_non_2xx_answer_is_one_failure_from_on_error_response(status):
-    error = UpstreamError("provider said no", upstream_status=status)
-    seen = []
-
-    def on_error(response):
-        seen.append(response)
-        return error
-
+def test_a_non_2xx_answer_is_one_failure_with_the_providers_error(status):
     response = StubResponse([b"never read"], status=status)
-    _, items = run(response, on_error=on_error)
-    assert items == [Failure(error)]
-    assert seen == [response]
-    assert response.reads == 0
+    _, items = run(response, error_body=b'{"error": {"message": "provider said no to sk-secret"}}')
+    assert len(items) == 1 and isinstance(items[0], Failure)
+    error = items[0].error
+    assert isinstance(error, UpstreamError) and error.upstream_status == status
+    assert error.http_status == (status if 400 <= status < 500 else 502)
+    assert "provider said no" in error.reason and "sk-secret" not in error.reason  # redacted
+    assert response.reads == 0  # the stream itself was never read
     assert response.calls == ["close", "release_conn"]
 
 
@@ -193,7 +221,7 @@ def test_a_channel_cancelled_while_queued_never_sends():
     channel = Channel(4)
     channel.cancel()
     sent = []
-    read_stream(channel, lambda: sent.append(1), lambda r: None, OpenAIStreamDecoder(chat=True), URL, 1.0)
+    read_stream(channel, call_of(lambda: sent.append(1)), OpenAIStreamDecoder(chat=True), 1.0)
     assert sent == []
 
 
@@ -205,7 +233,7 @@ def test_a_cancel_during_send_shuts_the_new_response_down():
         channel.cancel(MLStreamError("client gone"))  # the client leaves while headers are awaited
         return response
 
-    read_stream(channel, send, lambda r: None, OpenAIStreamDecoder(chat=True), URL, 1.0)
+    read_stream(channel, call_of(send), OpenAIStreamDecoder(chat=True), 1.0)
     assert response.reads == 0
     assert response.calls == ["shutdown", "close", "release_conn"]
 
@@ -311,12 +339,9 @@ def test_an_upstream_error_mid_stream_is_translated(exc, kind, status):
     assert response.calls == ["close", "release_conn"]
 
 
-def test_a_bug_in_on_error_response_still_ends_the_stream():
-    def on_error(response):
-        raise OSError("the error body could not be read")
-
+def test_an_error_body_that_cannot_be_read_still_ends_the_stream():
     response = StubResponse(status=500)
-    _, items = run(response, on_error=on_error)
+    _, items = run(response, error_body=OSError("the error body could not be read"))
     assert len(items) == 1 and isinstance(items[0], Failure)
     assert isinstance(items[0].error, UpstreamError)
     assert response.calls == ["close", "release_conn"]
@@ -329,6 +354,6 @@ def test_a_failure_on_a_full_channel_is_never_silently_dropped():
     decoder = ScriptedDecoder([Delta("a")], ProtocolError("bad frame"))
     response = StubResponse([b"1", b"2"])
     channel = Channel(2)
-    read_stream(channel, lambda: response, lambda r: None, decoder, URL, 0.05)
+    read_stream(channel, call_of(lambda: response), decoder, 0.05)
     items = [channel.get(0) for _ in range(3)]
     assert channel.cancelled or isinstance(items[-1], Failure), f"items {items}: no terminal item"

@@ -1,4 +1,7 @@
-"""The values a provider reader puts on a stream's channel.
+"""The values a provider's stream decoder produces, and its reader puts on a channel.
+
+They belong with the provider interface (below the streaming core, which only
+carries them) so every import between the two points down.
 
 Errors travel as values (``Failure``), never as exceptions across threads: the
 handler decides whether a failure becomes an HTTP status (nothing sent yet) or a

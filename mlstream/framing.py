@@ -1,0 +1,226 @@
+"""Request framing, pure: how long a body is, its chunked decoding, its JSON, its checks.
+
+No sockets here (h11's manner): the transport asks what to read, reads exactly
+that, and hands the bytes back. ``ChunkedDecoder`` says whether it wants a line
+(a chunk size or a trailer, with its bound) or a number of data bytes, so the
+transport never reads past the body into a pipelined next request.
+
+    framing = body_framing(transfer_encoding, content_length, limit)
+    chunked:  decoder = ChunkedDecoder(limit)
+              while (want := decoder.want()) is not None:
+                  decoder.give(rfile.readline(want.size) if want.line else rfile.read(want.size))
+              raw = decoder.body
+    length:   raw = rfile.read(framing.length)
+    body = parse_json_body(raw)
+
+Every limit is a named constant with its reason. Errors are ``errors`` classes
+with their status; any of them while a body is unread means the connection
+cannot be trusted again, which the transport handles.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import BadRequest, NotImplementedCoding, PayloadTooLarge, TrailersTooLarge, UnsupportedMediaType
+
+# Chunk-size lines and trailer lines are short; a longer line is a broken or hostile client.
+MAX_CHUNK_LINE = 4096
+# Trailers come after the header deadline is disarmed, so they are bounded like a head:
+# no more lines than the stdlib allows headers (http.client._MAXHEADERS), and a total far
+# above any real trailer section (a checksum or two) but far below memory.
+MAX_TRAILER_LINES = 100
+MAX_TRAILER_BYTES = 16 * 1024
+# Deep enough for any connector or predict body; deeper is an attack on our memory or on
+# a recursive walker downstream.
+MAX_JSON_DEPTH = 100
+MAX_REQUEST_ID = 128
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]+")
+# Strictly hex digits: int(x, 16) would also take "-1", "0x10" or "1_0".
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_DIGITS = re.compile(r"[0-9]+")
+_TOLERATED_MEDIA = frozenset({"application/json", "application/x-www-form-urlencoded", "text/json"})
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """How a request body is delimited."""
+
+    chunked: bool = False
+    length: int = 0             # for a Content-Length body
+    close_after: bool = False   # both framings were sent: never trust this connection again
+
+
+def body_framing(transfer_encoding: str | None, content_length: str | None, limit: int) -> Framing:
+    """The body's framing from its two headers (RFC 9112 6.1-6.3), within ``limit`` bytes."""
+    if transfer_encoding is not None:
+        codings = [coding.strip().lower() for coding in transfer_encoding.split(",")]
+        if codings[-1] != "chunked":
+            # The body's length is unknowable; answer 400 and close.
+            raise BadRequest(f"Transfer-Encoding [{transfer_encoding}] must end with chunked")
+        if codings != ["chunked"]:
+            raise NotImplementedCoding(f"Transfer-Encoding [{transfer_encoding}] is not supported: "
+                                       "send the body chunked or with a Content-Length")
+        return Framing(chunked=True, close_after=content_length is not None)
+    if content_length is None:
+        return Framing()
+    # ASCII digits only (RFC 9110 8.6): int() would also take "1_0", "+5" or "٣", and two
+    # parsers disagreeing on a body's length is how requests are smuggled.
+    if not _DIGITS.fullmatch(content_length.strip()):
+        raise BadRequest(f"invalid Content-Length [{content_length}]")
+    length = int(content_length)
+    if length > limit:
+        raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit of {limit} bytes")
+    return Framing(length=length)
+
+
+@dataclass(frozen=True, slots=True)
+class Want:
+    """What the decoder needs next: a line of at most ``size`` bytes, or ``size`` bytes."""
+
+    line: bool
+    size: int
+
+
+_LINE = Want(True, MAX_CHUNK_LINE + 1)
+_CRLF = Want(False, 2)
+
+
+class ChunkedDecoder:
+    """A chunked body (RFC 9112 7.1), fed exactly what ``want()`` asks for."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._parts: list[bytes] = []
+        self._total = 0
+        self._want: Want | None = _LINE
+        self._in_trailers = False
+        self._trailer_lines = 0
+        self._trailer_bytes = 0
+
+    def want(self) -> Want | None:
+        """What to read next; None once the body and its trailers are complete."""
+        return self._want
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self._parts)
+
+    def give(self, data: bytes) -> None:
+        want = self._want
+        if want is None:
+            raise ValueError("the chunked body is complete")
+        if not want.line:
+            self._data(want, data)
+        elif self._in_trailers:
+            self._trailer(data)
+        else:
+            self._size_line(data)
+
+    def _size_line(self, line: bytes) -> None:
+        if len(line) > MAX_CHUNK_LINE or not line.endswith(b"\n"):
+            raise BadRequest("malformed chunked request body")
+        size_text = line.split(b";", 1)[0].strip()
+        if not _CHUNK_SIZE.fullmatch(size_text):
+            raise BadRequest("malformed chunk size in chunked request body")
+        size = int(size_text, 16)
+        if size == 0:
+            self._in_trailers = True
+            self._want = _LINE
+            return
+        self._total += size
+        if self._total > self._limit:
+            raise PayloadTooLarge(f"request body exceeds the limit of {self._limit} bytes")
+        self._want = Want(False, size)
+
+    def _data(self, want: Want, data: bytes) -> None:
+        if want is _CRLF:
+            if data != b"\r\n":
+                raise BadRequest("malformed chunked request body")
+            self._want = _LINE
+            return
+        if len(data) != want.size:
+            raise BadRequest("malformed chunked request body")
+        self._parts.append(data)
+        self._want = _CRLF
+
+    def _trailer(self, line: bytes) -> None:
+        if line in (b"\r\n", b"\n", b""):
+            self._want = None
+            return
+        if len(line) > MAX_CHUNK_LINE:
+            raise BadRequest("malformed chunked request trailer")
+        self._trailer_lines += 1
+        self._trailer_bytes += len(line)
+        if self._trailer_lines > MAX_TRAILER_LINES or self._trailer_bytes > MAX_TRAILER_BYTES:
+            raise TrailersTooLarge(f"chunked request trailers exceed {MAX_TRAILER_LINES} lines "
+                                   f"or {MAX_TRAILER_BYTES} bytes")
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """The request's JSON, or None for an empty body."""
+    if not raw.strip():
+        return None
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadRequest("request body is not valid UTF-8") from None
+    except RecursionError:
+        raise BadRequest(f"request body is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        raise BadRequest(f"Failed to parse request body as JSON: {exc}") from None
+    # Cheap pre-check: a body with fewer brackets than the limit cannot exceed it.
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _depth(body) > MAX_JSON_DEPTH:
+        raise BadRequest(f"request body is nested deeper than {MAX_JSON_DEPTH} levels")
+    return body
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON, walked iteratively (no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def request_id(presented: str | None) -> str:
+    """The client's X-Request-Id if it is a sane token, else a fresh one."""
+    if presented and len(presented) <= MAX_REQUEST_ID and _REQUEST_ID.fullmatch(presented):
+        return presented
+    return uuid.uuid4().hex
+
+
+def check_content_type(content_type: str | None, has_body: bool) -> None:
+    """Bodies are JSON. Tolerated: no Content-Type, any JSON type, and curl's default
+    for ``-d`` (form-urlencoded), which ml-commons users send all the time."""
+    if not has_body or not content_type:
+        return
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media in _TOLERATED_MEDIA or media.endswith("+json"):
+        return
+    raise UnsupportedMediaType(f"Content-Type header [{content_type}] is not supported: send JSON "
+                               "with Content-Type: application/json")
+
+
+def declares_body(transfer_encoding: str | None, content_length: str | None) -> bool:
+    return transfer_encoding is not None or (content_length or "0").strip() not in ("", "0")
+
+
+def chunked_ok(request_version: str) -> bool:
+    """Whether the client speaks HTTP/1.1 or later, so may be sent a chunked body.
+
+    The request line's version has been checked for form (``HTTP/<digits>.<digits>``).
+    """
+    major, _, minor = request_version.removeprefix("HTTP/").partition(".")
+    try:
+        return (int(major), int(minor)) >= (1, 1)
+    except ValueError:
+        return False

@@ -1,0 +1,95 @@
+"""The routing table, and the values a route takes and gives back.
+
+A route is a function ``(Request) -> Reply | StreamReply``. It never touches the
+connection: ``Reply`` is a whole JSON answer, ``StreamReply`` a stream ready to
+start; the transport writes either.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import BadRequest, MethodNotAllowed, NotFound
+from ..logs import AccessRecord
+from ..predict import PendingStream
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    params: dict[str, str] = field(default_factory=dict)
+    started: float = 0.0  # time.monotonic() when the request line arrived
+    request_id: str = ""
+    access: AccessRecord | None = None  # filled in as the request is handled
+
+    def flag(self, name: str) -> bool:
+        value = self.query.get(name)
+        if value is None:
+            return False
+        if value.lower() in ("", "true"):
+            return True
+        if value.lower() == "false":
+            return False
+        raise BadRequest(f"parameter [{name}] must be true or false, got [{value}]")
+
+
+@dataclass(slots=True)
+class Reply:
+    """A whole JSON (or text) answer."""
+
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json; charset=UTF-8"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReply:
+    """A 200 event stream, once its provider answers (else that answer's error)."""
+
+    stream: PendingStream
+
+_PARAM = re.compile(r"\{(\w+)\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    method: str
+    template: str
+    pattern: re.Pattern[str]
+    handler: Callable[[Request], "Reply | StreamReply"]
+    # Who may call it once API keys exist: "public" (anyone), "user" (any key), "admin".
+    role: str = "admin"
+
+
+class Router:
+    def __init__(self) -> None:
+        self._routes: list[Route] = []
+
+    def add(self, method: str, template: str, handler: Callable[[Request], "Reply | StreamReply"],
+            role: str = "admin") -> None:
+        """``template`` is a path with ``{name}`` segments, e.g. ``/models/{model_id}``."""
+        regex = _PARAM.sub(r"(?P<\1>[^/]+)", re.escape(template).replace(r"\{", "{").replace(r"\}", "}"))
+        self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role))
+
+    def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
+        """The first route for ``method`` and ``path``; 405 if only other methods fit, else 404."""
+        allowed: list[str] = []
+        for route in self._routes:
+            found = route.pattern.match(path)
+            if found is None:
+                continue
+            if route.method == method or (method == "HEAD" and route.method == "GET"):
+                return route, found.groupdict()
+            allowed.append(route.method)
+        if allowed:
+            raise MethodNotAllowed(
+                f"Incorrect HTTP method for uri [{path}] and method [{method}], allowed: "
+                f"[{', '.join(sorted(set(allowed)))}]",
+                headers={"Allow": ", ".join(sorted(set(allowed)))})
+        raise NotFound(f"no handler found for uri [{path}] and method [{method}]")

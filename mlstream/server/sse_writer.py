@@ -1,0 +1,157 @@
+"""A streamed answer on the wire: its bytes, and the loop that writes them off its channel.
+
+    first_item(channel)   waits for the provider's answer: an error is still a status
+    SSEWriter.run()       head + events, batched, framed (HTTP/1.1 chunks, or bare
+                          bytes for an HTTP/1.0 client, whose body ends at the close),
+                          a heartbeat comment whenever the provider is silent, and
+                          exactly one final event: ``is_last`` or ``{"error": ...}``
+
+Every event is ml-commons' envelope, ``{"inference_results": [{"output": [{"name":
+"response", "dataAsMap": {...}}]}]}``, one SSE ``data`` event each (``sse.encode_data``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable
+
+from ..errors import ClientGone, MLStreamError
+from ..providers.events import Delta, Done, Failure, Started, StreamItem
+from ..speedups import escape_json_string
+from ..sse import encode_comment, encode_data
+from ..streaming.channel import Channel
+from .responses import json_bytes, utf8
+
+# Events already queued are written together (each still its own HTTP chunk), so a
+# fast provider costs one syscall per batch instead of one per token.
+MAX_BATCH_EVENTS = 64
+
+HEARTBEAT = encode_comment("ping")
+LAST_CHUNK = b"0\r\n\r\n"
+
+# The envelope around a token never changes: built by concatenation around the
+# escaped text, once per relayed token.
+_CONTENT_HEAD = b'{"inference_results":[{"output":[{"name":"response","dataAsMap":{"content":'
+_CONTENT_TAIL = b',"is_last":false}}]}]}'
+
+
+def content_event(content: Any) -> bytes:
+    text = escape_json_string(content) if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return encode_data(_CONTENT_HEAD + utf8(text) + _CONTENT_TAIL)
+
+
+def last_event(finish_reason: str | None, usage: dict[str, int] | None) -> bytes:
+    data: dict[str, Any] = {"content": "", "is_last": True}
+    if finish_reason is not None:
+        data["finish_reason"] = finish_reason
+    if usage is not None:
+        data["usage"] = usage
+    return encode_data(json_bytes({"inference_results": [{"output": [{"name": "response", "dataAsMap": data}]}]}))
+
+
+def error_event(error: MLStreamError) -> bytes:
+    return encode_data(json_bytes({"error": error.reason}))
+
+
+def chunk(data: bytes) -> bytes:
+    """One HTTP/1.1 chunk of ``data`` (never empty: that would end the body)."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+def unframed(data: bytes) -> bytes:
+    """``data`` as it is: the framing of a close-delimited (HTTP/1.0) body."""
+    return data
+
+
+def stream_head(server: str, date: str, request_id: str, *, chunked: bool, close: bool) -> bytes:
+    """The status line and headers of a 200 event stream, as bytes for one write.
+
+    ``request_id`` is a checked token (``framing.request_id``), never raw input.
+    """
+    lines = ["HTTP/1.1 200 OK", f"Server: {server}", f"Date: {date}",
+             "Content-Type: text/event-stream; charset=utf-8", "Cache-Control: no-cache",
+             "X-Accel-Buffering: no"]
+    if chunked:
+        lines.append("Transfer-Encoding: chunked")
+    lines.append(f"X-Request-Id: {request_id}")
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def first_item(channel: Channel, heartbeat: float) -> tuple[StreamItem | None, int | None]:
+    """The first item worth a status line, and the provider's status if it answered.
+
+    Before the provider's headers: wait silently (a failure is still a status). Once
+    they are in, the first frame usually follows at once: holding the status line
+    until then (at most one heartbeat interval) lets an error frame that opens the
+    stream (Bedrock throttling, an OpenAI error event) still be a proper HTTP status.
+    None: the provider said nothing more within the heartbeat interval.
+    """
+    item = channel.get(None)
+    if not isinstance(item, Started):
+        return item, None
+    return channel.get(heartbeat), item.status
+
+
+class SSEWriter:
+    """Writes one committed stream to the client; its counters are read afterwards."""
+
+    def __init__(self, write: Callable[[bytes], Any], *, chunked: bool, heartbeat: float,
+                 started: float) -> None:
+        self._write = write
+        self._frame, self._end = (chunk, LAST_CHUNK) if chunked else (unframed, b"")
+        self._heartbeat = heartbeat
+        self._started = started
+        self.events = 0                          # content events written
+        self.bytes_out = 0
+        self.first_event_seconds: float | None = None  # from the request's start
+        self.outcome: str | None = None          # completed | failed | client_gone; None while open
+        self.failure: MLStreamError | None = None  # the provider's, when outcome is "failed"
+
+    def run(self, channel: Channel, item: StreamItem | None, head: bytes) -> None:
+        """From ``item`` (the first, or None for silence) to the stream's end.
+
+        ``head`` goes out with the first write: one write, one wake-up of the client.
+        Write errors (the client gone) propagate; ``outcome`` then stays None.
+        """
+        write, frame, end = self._write, self._frame, self._end
+        while True:
+            if item is None:
+                write(head + frame(HEARTBEAT))
+                head = b""
+                item = channel.get(self._heartbeat)
+                continue
+            batch: list[bytes] = []
+            outcome = None
+            while item is not None:
+                if type(item) is Delta:
+                    batch.append(frame(content_event(item.content)))
+                    self.events += 1
+                elif type(item) is Done:
+                    batch.append(frame(last_event(item.finish_reason, item.usage)))
+                    batch.append(end)
+                    outcome = "completed"
+                elif type(item) is Failure:
+                    # A client that only shut its sending side still reads: end the body
+                    # properly for it (for one that is gone, the write just fails).
+                    if isinstance(item.error, ClientGone):
+                        outcome = "client_gone"
+                    else:
+                        outcome, self.failure = "failed", item.error
+                    batch.append(frame(error_event(item.error)))
+                    batch.append(end)
+                if outcome is not None or len(batch) >= MAX_BATCH_EVENTS:
+                    break
+                item = channel.get_nowait()
+            data = b"".join(batch)
+            write(head + data if head else data)
+            head = b""
+            self.bytes_out += len(data)
+            if self.first_event_seconds is None and self.events:
+                self.first_event_seconds = time.monotonic() - self._started
+            if outcome is not None:
+                self.outcome = outcome
+                return
+            item = channel.get(self._heartbeat)

@@ -1,0 +1,307 @@
+"""The HTTP transport: one connection's requests, on the stdlib handler.
+
+    head (under the header deadline) -> route -> auth, framing, JSON -> route function
+    -> Reply: written whole          -> StreamReply: registered, started, SSEWriter
+
+``BaseHTTPRequestHandler`` speaks HTTP/1.0 unless told otherwise and writes HTML
+errors; here it speaks HTTP/1.1 (keep-alive, chunked) and every error, its own
+protocol errors included, is the JSON body of ``responses.error_reply``. Request
+framing and checks are pure (``mlstream.framing``); a stream's bytes are the SSE
+writer's. What this module owns is the socket: reading exactly the body, writing
+replies, and the lifecycle of a stream on its connection.
+
+An HTTP/1.0 client cannot read chunked framing (RFC 9112 6.1): its stream is a
+close-delimited body (the bare SSE events, ``Connection: close``, then the close),
+and its other replies carry Content-Length and close unless it asked for keep-alive
+(the stdlib's ``close_connection`` rules).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlsplit
+
+from .. import __version__
+from ..auth import Authenticator
+from ..errors import (BadRequest, ClientGone, ExpectationFailed, HeadersTooLarge, MethodNotImplemented,
+                      MLStreamError, RequestTimeout, UpstreamError, URITooLong, VersionNotSupported)
+from ..framing import (ChunkedDecoder, body_framing, check_content_type, chunked_ok, declares_body,
+                       parse_json_body, request_id)
+from ..logs import AccessRecord
+from ..metrics import Metrics
+from ..providers.events import Failure
+from ..settings import ServerSettings
+from ..streaming.channel import Channel
+from . import responses
+from .routing import Reply, Request, Router, StreamReply
+from .sse_writer import SSEWriter, first_item, stream_head
+
+log = logging.getLogger(__name__)
+
+# Errors that mean the client went away; a hang-up is routine, logged at debug.
+CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+
+# The stdlib's own protocol errors, by the status it chose.
+_PROTOCOL_ERRORS: dict[int, type[MLStreamError]] = {
+    400: BadRequest, 408: RequestTimeout, 414: URITooLong, 417: ExpectationFailed, 431: HeadersTooLarge,
+    501: MethodNotImplemented, 505: VersionNotSupported,
+}
+
+
+class InFlightRequests(Protocol):
+    def begin_request(self) -> None: ...
+    def end_request(self) -> None: ...
+    def add(self, channel: Channel) -> None: ...
+    def discard(self, channel: Channel) -> None: ...
+
+
+class Watcher(Protocol):
+    def watch(self, sock: Any, channel: Channel) -> None: ...
+    def unwatch(self, sock: Any) -> None: ...
+
+
+class Timer(Protocol):
+    def arm(self, sock: Any, seconds: float) -> int: ...
+    def disarm(self, token: int) -> None: ...
+
+
+class Front(Protocol):
+    """What the transport needs of the server it runs in (``app.MLStreamServer``)."""
+
+    settings: ServerSettings
+    router: Router
+    authenticator: Authenticator
+    metrics: Metrics
+    in_flight: InFlightRequests
+    draining: threading.Event
+    deadlines: Timer
+    hangups: Watcher
+
+
+class HTTPRequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = f"mlstream/{__version__}"
+    sys_version = ""
+    disable_nagle_algorithm = True  # tokens are small writes; Nagle would delay them
+    server: Any  # the socketserver; its ``front`` is what this handler uses
+
+    def setup(self) -> None:
+        self.front: Front = self.server.front
+        # One socket timeout bounds both an idle keep-alive wait and a write that a
+        # stalled client never drains.
+        self.timeout = self.front.settings.client_stall_timeout
+        super().setup()
+
+    def handle_one_request(self) -> None:
+        # The request line and headers must arrive within the header timeout
+        # (disarmed in parse_request, once the head is in).
+        self._head_deadline: int | None = self.front.deadlines.arm(
+            self.connection, self.front.settings.header_timeout)
+        try:
+            super().handle_one_request()
+        finally:
+            self._disarm_head_deadline()
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self._disarm_head_deadline()
+        if parsed and self.request_version == "HTTP/0.9":
+            # A request line without a version: the stdlib would answer HTTP/0.9 style,
+            # a bare body with no status line. We speak HTTP/1.x only.
+            self.send_error(400, "Bad request version: HTTP/0.9 is not supported")
+            return False
+        return parsed
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self.front.deadlines.disarm(self._head_deadline)
+            self._head_deadline = None
+
+    # every method goes through the routing table (which answers 404 / 405)
+    def do_GET(self) -> None: self._dispatch()
+    def do_POST(self) -> None: self._dispatch()
+    def do_PUT(self) -> None: self._dispatch()
+    def do_DELETE(self) -> None: self._dispatch()
+    def do_HEAD(self) -> None: self._dispatch()
+    def do_PATCH(self) -> None: self._dispatch()
+    def do_OPTIONS(self) -> None: self._dispatch()
+
+    def _dispatch(self) -> None:
+        started = time.monotonic()
+        front = self.front
+        self._body_read = False
+        self._request_id = request_id(self.headers.get("X-Request-Id"))
+        parts = urlsplit(self.path)
+        self._access = AccessRecord(self.client_address[0], self.command, parts.path, self._request_id)
+        route_label = "unmatched"
+        front.in_flight.begin_request()
+        try:
+            route, params = front.router.match(self.command, parts.path)
+            route_label = route.template
+            self._access.model_id = params.get("model_id")
+            if route.role != "public":
+                front.authenticator.authenticate(self.headers.get("Authorization"), route.role)
+            check_content_type(self.headers.get("Content-Type"), self._declares_body())
+            request = Request(self.command, parts.path, dict(parse_qsl(parts.query, keep_blank_values=True)),
+                              parse_json_body(self._read_body()), params, started, self._request_id,
+                              self._access)
+            reply = route.handler(request)
+            if isinstance(reply, StreamReply):
+                self._stream(reply, started)
+            else:
+                self._write_reply(reply)
+        except CLIENT_GONE:
+            self.close_connection = True
+            log.debug("client %s went away", self.client_address[0])
+        except Exception as exc:  # noqa: BLE001 - mapped to a status in one place
+            if isinstance(exc, UpstreamError):
+                self._access.upstream_status = exc.upstream_status
+            if not self._body_read and self._declares_body():
+                # Refused before its body was read: the unread bytes must not be taken
+                # for the next request on this connection.
+                self.close_connection = True
+            self._write_reply(responses.error_reply(exc))
+        finally:
+            duration = time.monotonic() - started
+            self._access.duration_ms = duration * 1000
+            front.metrics.http_request(route_label, self.command, self._access.status, duration)
+            self._access.emit()
+            front.in_flight.end_request()
+
+    def _declares_body(self) -> bool:
+        return declares_body(self.headers.get("Transfer-Encoding"), self.headers.get("Content-Length"))
+
+    # --- request body ----------------------------------------------------------
+
+    def _read_body(self) -> bytes:
+        """Exactly the body's bytes, never one past it (the next request may follow)."""
+        framing = body_framing(self.headers.get("Transfer-Encoding"), self.headers.get("Content-Length"),
+                               self.front.settings.max_body_bytes)
+        if framing.close_after:
+            self.close_connection = True
+        if framing.chunked:
+            decoder = ChunkedDecoder(self.front.settings.max_body_bytes)
+            while (want := decoder.want()) is not None:
+                decoder.give(self.rfile.readline(want.size) if want.line else self.rfile.read(want.size))
+            body = decoder.body
+        else:
+            body = self.rfile.read(framing.length) if framing.length else b""
+        self._body_read = True
+        return body
+
+    # --- responses -------------------------------------------------------------
+
+    def _write_reply(self, reply: Reply) -> None:
+        if self.front.draining.is_set():
+            self.close_connection = True
+        access = getattr(self, "_access", None)
+        if isinstance(reply.body, str):
+            payload = reply.body.encode("utf-8")
+        else:
+            # A protocol error can come before the request line gave us a path.
+            pretty = "pretty" in urlsplit(getattr(self, "path", "")).query
+            payload = responses.json_bytes(reply.body, pretty=pretty)
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            request_id = getattr(self, "_request_id", None)
+            if request_id:
+                self.send_header("X-Request-Id", request_id)
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+        except CLIENT_GONE:
+            self.close_connection = True
+        if access is not None:
+            access.status = reply.status
+            access.bytes_out = len(payload)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own protocol errors (bad request line, headers too long...) as JSON."""
+        self.close_connection = True
+        reason = message or self.responses.get(code, ("error",))[0]
+        error = _PROTOCOL_ERRORS.get(code, BadRequest)(reason)
+        if not hasattr(self, "command") or self.command is None:
+            self.command = ""
+        # Until the request line parses, the stdlib assumes HTTP/0.9 and would write a
+        # bare body with no status line; we never speak 0.9.
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            self.request_version = "HTTP/1.1"
+        self._write_reply(Reply(code, error.to_body()))
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("%s %s", self.address_string(), format % args)
+
+    # --- streams ---------------------------------------------------------------
+
+    def _stream(self, reply: StreamReply, started: float) -> None:
+        """Register the stream, start it, answer: the provider's refusal as an HTTP
+        error, else a 200 event stream written by the SSE writer."""
+        front = self.front
+        channel = reply.stream.channel
+        # Registered before the reader starts: once it runs, on the way to the first
+        # token, this thread has nothing left to do but wait for it.
+        front.in_flight.add(channel)
+        front.hangups.watch(self.connection, channel)
+        try:
+            reply.stream.start()
+        except BaseException:  # Overloaded: refused before anything started
+            front.hangups.unwatch(self.connection)
+            front.in_flight.discard(channel)
+            raise
+        access = self._access
+        writer: SSEWriter | None = None
+        outcome: str | None = None  # refused | completed | failed | client_gone
+        try:
+            heartbeat = front.settings.heartbeat_interval
+            item, access.upstream_status = first_item(channel, heartbeat)
+            if isinstance(item, Failure) and isinstance(item.error, ClientGone):
+                outcome = "client_gone"
+                return  # nobody to answer
+            if isinstance(item, Failure):
+                outcome = "refused"
+                front.metrics.upstream_failure(item.error)
+                if isinstance(item.error, UpstreamError):
+                    access.upstream_status = item.error.upstream_status
+                self._write_reply(responses.error_reply(item.error))
+                return
+            chunked = chunked_ok(self.request_version)
+            if not chunked or front.draining.is_set():
+                # Without chunks only the close tells an HTTP/1.0 client the body ended.
+                self.close_connection = True
+            head = stream_head(self.version_string(), self.date_time_string(), self._request_id,
+                               chunked=chunked, close=self.close_connection)
+            access.status = 200
+            writer = SSEWriter(self.wfile.write, chunked=chunked, heartbeat=heartbeat, started=started)
+            writer.run(channel, item, head)
+            outcome = writer.outcome
+        except CLIENT_GONE as exc:
+            self.close_connection = True
+            log.debug("client %s left mid-stream (%r)", self.client_address[0], exc)
+        finally:
+            front.hangups.unwatch(self.connection)
+            if outcome is None:
+                outcome = "client_gone"
+                channel.cancel()  # stops the reader and closes the upstream connection
+            if outcome == "client_gone":
+                access.status = access.status or ClientGone.http_status
+                self.close_connection = True
+            front.in_flight.discard(channel)
+            if writer is not None and writer.failure is not None:
+                front.metrics.upstream_failure(writer.failure)
+            events = writer.events if writer is not None else 0
+            first = writer.first_event_seconds if writer is not None else None
+            front.metrics.stream_finished(outcome, events, first)
+            if outcome != "refused":
+                access.bytes_out = writer.bytes_out if writer is not None else 0
+                access.events = events
+                access.first_event_ms = None if first is None else first * 1000

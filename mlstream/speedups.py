@@ -1,0 +1,43 @@
+"""Speed-ups over stdlib and urllib3 internals, gathered where they can be seen together.
+
+Each one reaches past a public API for a measured reason on the hot path, and each
+is checked by ``tests/unit/test_speedups.py``, which fails loudly (instead of the
+server silently slowing down or breaking) if a new Python or urllib3 removes the
+internal it relies on.
+
+- ``raw_read1``: http.client's own chunk-aware ``read1`` under a urllib3 response
+  (``response._fp``) skips urllib3's decoding layer: a third of the reader's cost
+  per relayed chunk. Only for an identity-encoded body; anything else goes through
+  urllib3, which decodes it.
+- ``escape_json_string``: ``json.encoder.encode_basestring``, json's C string
+  escaper, is ``json.dumps(text)`` without its per-call setup; it runs once per
+  relayed token.
+- ``start_thread_nowait``: ``_thread.start_new_thread`` starts a bare thread without
+  waiting for it to run. ``threading.Thread.start`` waits, and with a thousand
+  streams contending for the GIL that wait stalled the accept loop for seconds.
+
+Process-wide settings (the thread stack size) are not here: the
+command line sets them once at start-up (``cli.tune_process``).
+"""
+
+from __future__ import annotations
+
+import _thread
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from typing import Any, Callable
+
+escape_json_string: Callable[[str], str] = encode_basestring
+
+
+def raw_read1(response: Any) -> Callable[[int], bytes]:
+    """The cheapest ``read1`` for what has arrived of a urllib3 response's body."""
+    encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+    raw = getattr(response, "_fp", None)
+    if encoding == "identity" and raw is not None and hasattr(raw, "read1"):
+        return raw.read1
+    return response.read1
+
+
+def start_thread_nowait(function: Callable[..., object], args: tuple[Any, ...]) -> None:
+    """Run ``function(*args)`` in a new daemon thread (never joined) without waiting for it."""
+    _thread.start_new_thread(function, args)

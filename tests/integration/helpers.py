@@ -1,0 +1,94 @@
+"""Plain helpers shared by the integration tests: constants and functions, no fixtures
+(those live in ``conftest.py``). Test modules import from here, never from each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+
+from .conftest import HANG_GUARD, Client
+
+MLSTREAM = [sys.executable, "-m", "mlstream"]
+
+
+# --- a real `mlstream serve` subprocess ----------------------------------------------------
+
+def clean_env() -> dict[str, str]:
+    """The environment without any MLSTREAM_* setting that could change what is tested."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("MLSTREAM_")}
+
+
+def first_stdout_line(process: subprocess.Popen) -> str:
+    """The first stdout line of ``process``, or a failure after the hang guard."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: lines.put(process.stdout.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=HANG_GUARD)
+    except queue.Empty:
+        process.kill()
+        pytest.fail(f"mlstream serve printed nothing within {HANG_GUARD} s: {process.communicate()[1]}")
+
+
+def start_serve(data_dir: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([*MLSTREAM, "serve", "--port", "0", "--data-dir", str(data_dir), *extra],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+    line = first_stdout_line(process)
+    if not line.startswith("mlstream listening on http://"):
+        process.kill()
+        pytest.fail(f"mlstream serve did not start: {line!r} {process.communicate()[1]}")
+    return process, line.split()[-1]
+
+
+def stop_serve(process: subprocess.Popen) -> str:
+    process.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = process.communicate(timeout=HANG_GUARD)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail("mlstream serve did not stop on SIGTERM")
+    assert process.returncode == 0, stderr
+    return stderr
+
+
+def loopback_url(url: str) -> str:
+    """A URL the server printed (maybe http://0.0.0.0:PORT) as one to reach it on loopback."""
+    port = url.rsplit(":", 1)[1]
+    return f"http://127.0.0.1:{port}"
+
+
+# --- API keys ------------------------------------------------------------------------------
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def client_with(url: str, headers: dict[str, str] | None = None) -> Client:
+    """A Client whose every request carries ``headers`` (e.g. the API key)."""
+    client = Client(url)
+    client.http = urllib3.PoolManager(retries=False, timeout=HANG_GUARD, headers=headers or {})
+    return client
+
+
+def assert_401(reply: Any, *, presented: str | None = None) -> dict:
+    assert reply.status == 401, (reply.status, reply.body)
+    assert reply.headers["Content-Type"].startswith("application/json"), reply.headers
+    challenge = reply.headers.get("WWW-Authenticate", "")
+    assert "Bearer" in challenge or "Basic" in challenge, reply.headers
+    body = reply.body
+    assert isinstance(body, dict) and body["status"] == 401, body
+    assert body["error"]["type"] == "security_exception", body
+    assert isinstance(body["error"]["reason"], str) and body["error"]["reason"], body
+    if presented:
+        assert presented not in json.dumps(body)
+    return body

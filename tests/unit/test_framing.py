@@ -1,0 +1,183 @@
+"""Request framing, pure: tables of (input, expected) and fuzzing. No sockets.
+
+The chunked decoder is driven as the transport drives it: an ``io.BytesIO`` stands
+for the connection's buffered reader, so a test can also see that nothing past the
+body (a pipelined next request) was consumed.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlstream.errors import (BadRequest, MLStreamError, NotImplementedCoding, PayloadTooLarge, TrailersTooLarge,
+                             UnsupportedMediaType)
+from mlstream.framing import (MAX_JSON_DEPTH, MAX_TRAILER_LINES, ChunkedDecoder, Framing, body_framing,
+                              check_content_type, chunked_ok, declares_body, parse_json_body, request_id)
+
+LIMIT = 1000
+NEXT_REQUEST = b"GET /next HTTP/1.1\r\n\r\n"
+
+
+def decode(stream: bytes, limit: int = LIMIT) -> tuple[bytes, bytes]:
+    """(the body, what is left unread of ``stream``)."""
+    reader = io.BytesIO(stream)
+    decoder = ChunkedDecoder(limit)
+    while (want := decoder.want()) is not None:
+        decoder.give(reader.readline(want.size) if want.line else reader.read(want.size))
+    return decoder.body, reader.read()
+
+
+def encode(parts: list[bytes], trailers: bytes = b"") -> bytes:
+    return b"".join(b"%x\r\n%b\r\n" % (len(p), p) for p in parts if p) + b"0\r\n" + trailers + b"\r\n"
+
+
+@pytest.mark.parametrize("transfer_encoding, content_length, expected", [
+    (None, None, Framing()),
+    (None, "0", Framing()),
+    (None, "42", Framing(length=42)),
+    (None, " 7 ", Framing(length=7)),
+    ("chunked", None, Framing(chunked=True)),
+    ("Chunked", None, Framing(chunked=True)),
+    ("chunked", "5", Framing(chunked=True, close_after=True)),  # both framings: never trusted again
+], ids=["none", "zero", "length", "spaces", "chunked", "case", "both"])
+def test_body_framing(transfer_encoding, content_length, expected) -> None:
+    assert body_framing(transfer_encoding, content_length, LIMIT) == expected
+
+
+@pytest.mark.parametrize("transfer_encoding, content_length, error", [
+    ("gzip", None, BadRequest),                  # not ending in chunked: length unknowable
+    ("gzip, chunked", None, NotImplementedCoding),
+    (None, "-1", BadRequest),
+    (None, "1_0", BadRequest),                   # int() would take these; a second parser would not
+    (None, "+5", BadRequest),
+    (None, "\u0663", BadRequest),                # an Arabic-Indic three
+    (None, "5, 5", BadRequest),
+    (None, "", BadRequest),
+    (None, "1001", PayloadTooLarge),
+    (None, "99999999999999999999", PayloadTooLarge),
+], ids=["gzip", "gzip-chunked", "negative", "underscore", "plus", "non-ascii-digit", "list", "empty", "too-large",
+        "huge"])
+def test_body_framing_refusals(transfer_encoding, content_length, error) -> None:
+    with pytest.raises(error):
+        body_framing(transfer_encoding, content_length, LIMIT)
+
+
+@pytest.mark.parametrize("stream, body", [
+    (b"5\r\nhello\r\n0\r\n\r\n", b"hello"),
+    (b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", b"hello world"),
+    (b"5;name=value\r\nhello\r\n0\r\n\r\n", b"hello"),           # a chunk extension
+    (b"A\r\n0123456789\r\n0\r\n\r\n", b"0123456789"),             # hex, upper case
+    (b"5\r\nhello\r\n0\r\nX-Checksum: abc\r\n\r\n", b"hello"),    # a trailer
+    (b"5\nhello\r\n0\n\n", b"hello"),                             # bare LF line ends
+    (b"0\r\n\r\n", b""),
+], ids=["one", "two", "extension", "hex", "trailer", "lf", "empty"])
+def test_chunked_bodies(stream: bytes, body: bytes) -> None:
+    assert decode(stream + NEXT_REQUEST) == (body, NEXT_REQUEST)  # the next request is left unread
+
+
+@pytest.mark.parametrize("stream, error", [
+    (b"x\r\nhello\r\n0\r\n\r\n", BadRequest),          # not hex
+    (b"-5\r\nhello\r\n0\r\n\r\n", BadRequest),
+    (b"0x5\r\nhello\r\n0\r\n\r\n", BadRequest),
+    (b"5\r\nhelloXX0\r\n\r\n", BadRequest),            # no CRLF after the data
+    (b"5\r\nhel", BadRequest),                         # cut short
+    (b"5", BadRequest),                                # a size line without its end
+    (b"f" * 5000 + b"\r\n", BadRequest),               # a size line past its bound
+    (b"3e9\r\n", PayloadTooLarge),                     # over the limit, refused before reading
+    (b"0\r\n" + b"X: y\r\n" * (MAX_TRAILER_LINES + 1) + b"\r\n", TrailersTooLarge),
+    (b"0\r\n" + (b"X: " + b"y" * 4000 + b"\r\n") * 5 + b"\r\n", TrailersTooLarge),
+], ids=["not-hex", "negative", "0x", "no-crlf", "cut", "no-line-end", "long-size-line", "too-large",
+        "trailer-lines", "trailer-bytes"])
+def test_chunked_refusals(stream: bytes, error: type[MLStreamError]) -> None:
+    with pytest.raises(error):
+        decode(stream)
+
+
+def test_a_complete_decoder_takes_nothing_more() -> None:
+    decoder = ChunkedDecoder(LIMIT)
+    decoder.give(b"0\r\n")
+    decoder.give(b"\r\n")
+    assert decoder.want() is None
+    with pytest.raises(ValueError):
+        decoder.give(b"more")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=40), max_size=8), st.booleans())
+def test_chunked_round_trip(parts: list[bytes], with_trailer: bool) -> None:
+    stream = encode(parts, b"X-Sum: 1\r\n" if with_trailer else b"")
+    assert decode(stream + NEXT_REQUEST) == (b"".join(parts), NEXT_REQUEST)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_decode_or_raise_only_our_errors(stream: bytes) -> None:
+    try:
+        decode(stream)
+    except MLStreamError:
+        pass
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (b"", None), (b"  \n", None), (b'{"a": 1}', {"a": 1}), (b"[1, 2]", [1, 2]),
+    ("{\"t\": \"caf\u00e9\"}".encode(), {"t": "caf\u00e9"}),
+])
+def test_parse_json_body(raw: bytes, expected) -> None:
+    assert parse_json_body(raw) == expected
+
+
+@pytest.mark.parametrize("raw, words", [
+    (b"\xff\xfe", "not valid UTF-8"),
+    (b"{not json", "Failed to parse request body as JSON"),
+    (b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1), "nested deeper"),
+    (b"[" * 100_000, "nested deeper"),  # deeper than the parser's recursion
+], ids=["utf8", "json", "depth", "recursion"])
+def test_parse_json_body_refusals(raw: bytes, words: str) -> None:
+    with pytest.raises(BadRequest, match=words):
+        parse_json_body(raw)
+
+
+def test_exactly_the_depth_limit_is_accepted() -> None:
+    assert parse_json_body(b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH) is not None
+
+
+@pytest.mark.parametrize("presented, kept", [
+    ("abc-123", True), ("a.b:c/d+e=f_g", True), ("x" * 128, True), ("x" * 129, False),
+    ("with space", False), ("new\nline", False), ("", False), (None, False),
+])
+def test_request_id(presented, kept: bool) -> None:
+    got = request_id(presented)
+    assert (got == presented) is kept
+    if not kept:
+        assert len(got) == 32 and int(got, 16) >= 0
+
+
+@pytest.mark.parametrize("content_type, has_body, refused", [
+    (None, True, False), ("application/json", True, False), ("application/json; charset=utf-8", True, False),
+    ("application/vnd.api+json", True, False), ("application/x-www-form-urlencoded", True, False),
+    ("text/plain", True, True), ("text/plain", False, False),
+])
+def test_check_content_type(content_type, has_body: bool, refused: bool) -> None:
+    if refused:
+        with pytest.raises(UnsupportedMediaType):
+            check_content_type(content_type, has_body)
+    else:
+        check_content_type(content_type, has_body)
+
+
+@pytest.mark.parametrize("transfer_encoding, content_length, declared", [
+    (None, None, False), (None, "0", False), (None, " ", False), (None, "3", True), ("chunked", None, True),
+])
+def test_declares_body(transfer_encoding, content_length, declared: bool) -> None:
+    assert declares_body(transfer_encoding, content_length) is declared
+
+
+@pytest.mark.parametrize("version, chunked", [
+    ("HTTP/1.1", True), ("HTTP/1.0", False), ("HTTP/2.0", True), ("HTTP/1.10", True), ("HTTP/x.y", False),
+])
+def test_chunked_ok(version: str, chunked: bool) -> None:
+    assert chunked_ok(version) is chunked

@@ -1,0 +1,34 @@
+"""The import graph has no cycle and no import running back up a floor (tools/check_layers.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "check_layers.py"
+spec = importlib.util.spec_from_file_location("check_layers", TOOL)
+check_layers = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check_layers)  # type: ignore[union-attr]
+
+
+def test_mlstream_imports_point_down_and_never_in_a_circle() -> None:
+    assert check_layers.check() == []
+
+
+def test_a_cycle_is_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert check_layers.find_cycle(graph) == ["a", "b", "c", "a"]
+    assert check_layers.find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_an_upward_import_is_a_violation(tmp_path: Path, monkeypatch) -> None:
+    package = tmp_path / "mlstream"
+    (package / "streaming").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "errors.py").write_text("")
+    (package / "streaming" / "__init__.py").write_text("")
+    (package / "streaming" / "channel.py").write_text("from ..errors import X\n")
+    (package / "store.py").write_text("from .streaming.channel import Channel\n")  # state -> streaming: up
+    monkeypatch.setattr(check_layers, "PACKAGE", package)
+    problems = check_layers.check()
+    assert len(problems) == 1 and "mlstream.store (state) imports mlstream.streaming.channel" in problems[0]
