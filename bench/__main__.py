@@ -21,8 +21,8 @@ from typing import Any
 import mlstream
 
 from . import report
-from .procs import Admin, Processes, raise_nofile_limit
-from .scenarios import SCENARIOS, Config, Env
+from .procs import Admin, Processes, mlstream_source, raise_nofile_limit
+from .scenarios import SCENARIOS, Config, Env, ScenarioFailed
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 MAIN_WORKERS = 128          # the main server's pool: every stream of scenarios 1-2 gets a worker at once
@@ -48,7 +48,11 @@ def machine() -> dict[str, Any]:
 
 
 def provenance() -> dict[str, Any]:
-    """The commit measured, and whether the work tree had changes on top of it."""
+    """The commit measured, and whether the work tree had changes on top of it
+    (or the other source tree the mlstream servers run from: ``BENCH_MLSTREAM_SRC``)."""
+    src = mlstream_source()
+    if src is not None:
+        return {"mlstream_src": src}
     root = Path(__file__).resolve().parent.parent
     out: dict[str, Any] = {}
     for key, cmd in (("commit", ["git", "rev-parse", "HEAD"]),
@@ -101,9 +105,11 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.monotonic()
                 try:
                     results["scenarios"][scenario] = SCENARIOS[scenario](env)
-                except Exception:  # noqa: BLE001 - one broken scenario must not hide the others
+                except Exception as exc:  # noqa: BLE001 - one broken scenario must not hide the others
                     broken = True
-                    results["scenarios"][scenario] = {"error": traceback.format_exc()}
+                    # A scenario that ran but failed its checks (the churn soak) keeps its figures.
+                    figures = exc.figures if isinstance(exc, ScenarioFailed) else {}
+                    results["scenarios"][scenario] = {**figures, "error": traceback.format_exc()}
                     log(traceback.format_exc())
                     try:
                         env.settle()

@@ -17,9 +17,16 @@ can and no JSON at all on the hot path:
 
 A :class:`User` sends ``count`` requests one after the other on one keep-alive
 connection (reconnecting if the server closes it), starting ``start`` seconds
-into the run and issuing nothing new after ``stop_issuing``. Every loop here is
-bounded: the run ends at its ``timeout`` whatever the servers do, and sockets
-still open then are closed and their responses marked ``"timeout"``.
+into the run and issuing nothing new after ``stop_issuing``. It may instead
+hang up mid-answer (``hangup_after`` content events, then close and reconnect)
+or pipeline (``pipeline_after``: write the next request on the socket while the
+current answer is still arriving). Every loop here is bounded: the run ends at
+its ``timeout`` whatever the servers do, and sockets still open then are closed
+and their responses marked ``"timeout"``.
+
+:func:`alternate` is the other driver: one client, concurrency 1, blocking
+sockets, sending the same request to two servers in turn (first-token latency,
+what one client sees).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import json
 import math
 import selectors
 import socket
+import struct
 import time
 from array import array
 from dataclasses import dataclass, field
@@ -63,6 +71,34 @@ DIRECT = Dialect("direct", b'"delta":{"content":', b"data: [DONE]")
 MLSTREAM = Dialect("mlstream", b',"is_last":false}', b'"is_last":true')
 # A non-stream answer (either side) holds the upstream's chat.completion.
 WHOLE = Dialect("whole", b"", b'"finish_reason":"stop"')
+# Any other answer (GET /healthz, a model GET): a 200 with its whole body is enough.
+PLAIN = Dialect("plain", b"", b"")
+
+
+def _event_text(dialect: str, data: bytes) -> Any:
+    """The content of one SSE event's JSON (``data`` without ``data: ``), or None.
+
+    Only for the first content events of a response (finding the first one with
+    non-empty content): JSON parsing is kept off the hot path.
+    """
+    try:
+        event = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(event, dict):
+        return None
+    if dialect == DIRECT.name:
+        choices = event.get("choices") or [{}]
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        delta = choice.get("delta")
+        return delta.get("content") if isinstance(delta, dict) else choice.get("text")
+    if dialect == MLSTREAM.name:
+        try:
+            data_map = event["inference_results"][0]["output"][0]["dataAsMap"]
+        except (KeyError, IndexError, TypeError):
+            return None
+        return None if data_map.get("is_last") else data_map.get("content")
+    return None
 
 
 @dataclass(frozen=True)
@@ -102,16 +138,18 @@ class Response:
     it failed). ``ok`` says whether it was a complete, successful answer.
     """
 
-    __slots__ = ("request", "t_send", "t_head", "t_first", "t_end", "status", "content", "events",
-                 "nbytes", "body_bytes", "ended", "failed", "complete", "error", "gaps", "last_t",
-                 "keep_alive", "done", "body", "_state", "_head", "_raw", "_sse", "_left", "_marker",
-                 "_end", "_err")
+    __slots__ = ("request", "t_send", "t_write", "t_turn", "t_head", "t_first", "t_text", "t_end", "status",
+                 "content", "events", "nbytes", "body_bytes", "ended", "failed", "complete", "error", "gaps",
+                 "last_t", "keep_alive", "done", "hung_up", "rest", "body", "_state", "_head", "_raw", "_sse",
+                 "_left", "_marker", "_end", "_err", "_dialect")
 
     def __init__(self, request: Request, t_send: float, *, track_gaps: bool = False,
                  keep_body: bool = False) -> None:
         self.request = request
-        self.t_send = t_send
-        self.t_head = self.t_first = self.t_end = math.nan
+        self.t_send = t_send      # the request was issued (a new connection's connect included)
+        self.t_write = math.nan   # its first byte was handed to the kernel
+        self.t_turn = t_send      # it was issued, or the answer before it on the connection ended (pipelining)
+        self.t_head = self.t_first = self.t_text = self.t_end = math.nan
         self.status = 0
         self.content = 0          # content events
         self.events = 0           # SSE data events of any kind
@@ -125,14 +163,17 @@ class Response:
         self.last_t = math.nan    # arrival of the latest content event
         self.keep_alive = True
         self.done = False
+        self.hung_up = False      # the client closed the connection on purpose, mid-answer
+        self.rest = b""           # bytes that arrived after this response's end (a pipelined answer's)
         self.body: bytearray | None = bytearray() if keep_body else None
         self._state = _HEAD
         self._head = bytearray()
         self._raw = bytearray()   # chunked framing not parsed yet
         self._sse = bytearray()   # de-chunked bytes not yet split into whole events
         self._left = 0
-        d = request.dialect if request.stream else WHOLE
+        d = request.dialect if request.stream or request.dialect is PLAIN else WHOLE
         self._marker, self._end, self._err = d.content, d.end, d.error
+        self._dialect = d.name
 
     @property
     def ok(self) -> bool:
@@ -149,6 +190,11 @@ class Response:
         """Time to first content event."""
         return self.t_first - self.t_send
 
+    @property
+    def ttft(self) -> float:
+        """Time from the request's first byte written to the first event with non-empty content."""
+        return self.t_text - self.t_write
+
     def fail(self, reason: str, now: float) -> None:
         if not self.done:
             self.error = reason
@@ -161,7 +207,19 @@ class Response:
         if not self.done:
             self.fail("closed before the response ended", now)
 
+    def hang_up(self, now: float) -> None:
+        """The client closes the connection mid-answer, on purpose."""
+        if not self.done:
+            self.hung_up = True
+            self.done = True
+            self.t_end = now
+            self.keep_alive = False
+
     def feed(self, data: bytes, now: float) -> int:
+        """Parse ``data``; bytes past this response's end are kept in ``rest``."""
+        if self.done:
+            self.rest += data
+            return 0
         self.nbytes += len(data)
         if self._state == _HEAD:
             self._head += data
@@ -174,10 +232,16 @@ class Response:
             self._parse_head(bytes(self._head[:end]), now)
             self._head = bytearray()
             if self.done:
+                self._keep_rest(data)
                 return 0
         if self._state == _LENGTH:
             return self._feed_length(data, now)
         return self._feed_chunked(data, now)
+
+    def _keep_rest(self, data: bytes | bytearray) -> None:
+        if data and self.complete:
+            self.rest += bytes(data)
+            self.nbytes -= len(data)
 
     def _parse_head(self, head: bytes, now: float) -> None:
         self.t_head = now
@@ -215,6 +279,7 @@ class Response:
         self.body += take
         if self._left <= 0:
             self._finish(now)
+            self._keep_rest(data[len(take):])
         return 0
 
     def _finish(self, now: float) -> None:
@@ -297,6 +362,8 @@ class Response:
             found = events.count(self._marker)
             if found:
                 self.content += found
+                if self.t_text != self.t_text:  # nan: no content seen yet, JSON-check these events
+                    self._find_text(events, now)
                 if self.t_first != self.t_first:  # nan: the first content event
                     self.t_first = now
                 elif self.gaps is not None:
@@ -310,7 +377,19 @@ class Response:
                 self.failed = True
         if state == _DONE:
             self._finish(now)
+            self._keep_rest(raw)
+            del raw[:]
         return found
+
+    def _find_text(self, events: bytes, now: float) -> None:
+        """Set ``t_text`` if one of ``events`` is a content event with non-empty content."""
+        marker = self._marker
+        for block in events.split(b"\n\n"):
+            if marker in block:
+                for line in block.split(b"\n"):
+                    if line.startswith(b"data:") and _event_text(self._dialect, line[5:].strip()):
+                        self.t_text = now
+                        return
 
 
 @dataclass
@@ -323,7 +402,20 @@ class User:
     start: float = 0.0                 # seconds into the run
     stop_issuing: float = math.inf     # seconds into the run
     think: float = 0.0                 # seconds between one response's end and the next request
+    burst: int = 1                     # ... after every ``burst`` responses (the others: back to back)
     track_gaps: bool = False
+    # Hang up after this many content events (0: never): close the connection (every other
+    # time with a reset instead of a FIN), then connect anew for the next request.
+    hangup_after: int = 0
+    # Pipeline: write the next request once the current answer has this many content events
+    # (None: only after it ended). At most one request waits behind the one being answered.
+    pipeline_after: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.hangup_after and self.pipeline_after is not None:
+            raise ValueError("a user either hangs up or pipelines")
+        if self.pipeline_after is not None and self.think:
+            raise ValueError("a pipelining user has no think time")
 
 
 @dataclass
@@ -342,7 +434,8 @@ class RunResult:
 
 
 class _Connection:
-    __slots__ = ("user", "gen", "sock", "remaining", "response", "outbuf", "connecting", "connects", "reused")
+    __slots__ = ("user", "gen", "sock", "remaining", "response", "ahead", "writing", "outbuf", "connecting",
+                 "connects", "reused", "hangups", "answered")
 
     def __init__(self, user: User, gen: "LoadGenerator") -> None:
         self.user = user
@@ -351,9 +444,13 @@ class _Connection:
         self.connects = 0
         self.reused = False       # the current request went out on a kept-alive connection
         self.remaining = user.count
-        self.response: Response | None = None
+        self.response: Response | None = None   # the answer being read
+        self.ahead: Response | None = None      # a pipelined request's, written behind it
+        self.writing: Response | None = None    # whose request ``outbuf`` holds
         self.outbuf = b""
         self.connecting = False
+        self.hangups = 0
+        self.answered = 0         # answers over (for ``burst``)
 
 
 class LoadGenerator:
@@ -409,10 +506,12 @@ class LoadGenerator:
                 now = time.monotonic()
                 for key, mask in events:
                     conn: _Connection = key.data
-                    response = conn.response
+                    if conn.sock is None or conn.response is None:
+                        continue  # closed by an earlier event of this batch
                     if mask & selectors.EVENT_WRITE:
                         self._on_writable(conn, now)
-                    elif mask & selectors.EVENT_READ:
+                    if mask & selectors.EVENT_READ and conn.sock is not None and not conn.connecting:
+                        response = conn.response
                         try:
                             data = conn.sock.recv(RECV_BYTES)
                         except (BlockingIOError, InterruptedError):
@@ -431,17 +530,19 @@ class LoadGenerator:
                                 window_bytes += len(data)
                         elif data is not None:
                             response.eof(now)
-                    if not response.done:
+                    if not self._advance(conn, now, responses, t0):
                         continue
-                    # The response is over: reuse the connection, or drop it.
+                    # The user's answers so far are over: reuse the connection, or drop it.
                     busy -= 1
                     t_last = now
+                    response = conn.response
+                    conn.answered += 1
                     if not response.keep_alive or not response.complete:
                         self._close(conn)
                     user = conn.user
                     if conn.remaining <= 0 or now - t0 >= user.stop_issuing:
                         self._close(conn)
-                    elif user.think > 0:
+                    elif user.think > 0 and conn.answered % user.burst == 0:
                         if conn.sock is not None:
                             sel.unregister(conn.sock)
                         heapq.heappush(starts, (now + user.think, seq, conn))
@@ -451,10 +552,11 @@ class LoadGenerator:
         finally:
             now = time.monotonic()
             for conn in conns:
-                if conn.response is not None and not conn.response.done:
-                    conn.response.fail("timeout", now)
-                    timed_out += 1
-                    t_last = now
+                for pending in (conn.response, conn.ahead):
+                    if pending is not None and not pending.done:
+                        pending.fail("timeout", now)
+                        timed_out += 1
+                        t_last = now
                 self._close(conn)
             sel.close()
             self._sel = None
@@ -464,6 +566,43 @@ class LoadGenerator:
                          max(win, 0.0), timed_out, sum(c.connects for c in conns))
 
     # -- per connection
+
+    def _advance(self, conn: _Connection, now: float, responses: list[Response], t0: float) -> bool:
+        """After bytes arrived (or a write): hang up, pipeline, or move on to a pipelined
+        answer. True when no answer is in flight on the connection any more."""
+        user = conn.user
+        while True:
+            response = conn.response
+            if not response.done:
+                if user.hangup_after and response.content >= user.hangup_after:
+                    response.hang_up(now)
+                    self._close(conn, reset=conn.hangups % 2 == 1)
+                    conn.hangups += 1
+                elif (user.pipeline_after is not None and conn.ahead is None and conn.sock is not None
+                      and response.content >= user.pipeline_after and conn.remaining > 0
+                      and now - t0 < user.stop_issuing):
+                    conn.remaining -= 1
+                    ahead = Response(user.request, now, track_gaps=user.track_gaps)
+                    responses.append(ahead)
+                    conn.ahead = ahead
+                    self._write(conn, ahead)
+                if not response.done:
+                    return False
+            ahead, rest = conn.ahead, response.rest
+            if ahead is None:
+                if rest and response.error is None:
+                    response.error = "bytes after the end of the response"
+                return True
+            conn.ahead = None
+            if not (response.complete and response.keep_alive) or conn.sock is None:
+                ahead.fail("connection closed with a pipelined request pending", now)
+                return True
+            # The pipelined answer's turn: the bytes past the previous end are its first.
+            conn.response = ahead
+            ahead.t_turn = now
+            if rest:
+                response.rest = b""
+                ahead.feed(rest, now)
 
     def _next_request(self, conn: _Connection, now: float, responses: list[Response], t0: float) -> bool:
         """Start the user's next request; False when it has none left or it failed at once."""
@@ -475,6 +614,8 @@ class LoadGenerator:
         response = Response(user.request, now, track_gaps=user.track_gaps)
         responses.append(response)
         conn.response = response
+        conn.ahead = None
+        conn.writing = response
         conn.outbuf = user.request.payload
         if conn.sock is None:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -499,7 +640,7 @@ class LoadGenerator:
         """A kept-alive connection the server closed before our request reached it
         (its idle limit): send the request again on a new connection, as HTTP clients do."""
         response = conn.response
-        if not conn.reused or response.nbytes:
+        if not conn.reused or response.nbytes or conn.ahead is not None:
             return False
         self._close(conn)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -511,6 +652,8 @@ class LoadGenerator:
             return False
         conn.sock, conn.connecting, conn.reused = sock, True, False
         conn.connects += 1
+        conn.writing = response
+        response.t_write = math.nan
         conn.outbuf = conn.user.request.payload
         self._sel.register(sock, selectors.EVENT_WRITE, conn)
         return True
@@ -525,17 +668,30 @@ class LoadGenerator:
             conn.connecting = False
         self._send(conn, now)
 
+    def _write(self, conn: _Connection, response: Response) -> None:
+        """Queue a pipelined request behind the one being answered, and write it."""
+        if conn.outbuf:  # the previous request is not all out yet: it goes first
+            conn.outbuf += response.request.payload
+            conn.writing = response
+            return
+        conn.writing = response
+        conn.outbuf = response.request.payload
+        self._send(conn, response.t_send)
+
     def _send(self, conn: _Connection, now: float) -> bool:
-        """Write what is left of the request; wait for the answer once it is all out."""
+        """Write what is left of the request; wait for the answer (reading all along)."""
+        writing = conn.writing
+        if writing is not None and writing.t_write != writing.t_write:  # nan: its first byte
+            writing.t_write = time.monotonic()
         try:
             sent = conn.sock.send(conn.outbuf)
         except (BlockingIOError, InterruptedError):
             sent = 0
         except OSError as exc:
-            conn.response.fail(_name(exc), now)
+            (writing or conn.response).fail(_name(exc), now)
             return False
         conn.outbuf = conn.outbuf[sent:]
-        mask = selectors.EVENT_WRITE if conn.outbuf else selectors.EVENT_READ
+        mask = selectors.EVENT_READ | selectors.EVENT_WRITE if conn.outbuf else selectors.EVENT_READ
         try:
             key = self._sel.get_key(conn.sock)
         except KeyError:
@@ -545,18 +701,127 @@ class LoadGenerator:
                 self._sel.modify(conn.sock, mask, conn)
         return True
 
-    def _close(self, conn: _Connection) -> None:
+    def _close(self, conn: _Connection, *, reset: bool = False) -> None:
+        """Close the socket: with a FIN (what arrived and was not read is drained first,
+        bounded), or with a reset (``reset``: SO_LINGER 0)."""
         sock, conn.sock = conn.sock, None
+        conn.outbuf = b""
         if sock is not None:
             try:
                 self._sel.unregister(sock)
             except (KeyError, ValueError):
+                pass
+            try:
+                if reset:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:
+                    for _ in range(16):  # unread bytes would turn the close into a reset
+                        if not sock.recv(RECV_BYTES):
+                            break
+            except OSError:
                 pass
             sock.close()
 
 
 def _name(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+
+
+# --------------------------------------------------------------------------- one client, two servers
+
+
+@dataclass
+class AlternateResult:
+    responses: dict[str, list[Response]]   # per target, in order: pair i is the i-th of each list
+    wall: float
+    cpu: float                             # CPU seconds of the calling thread over the run
+
+
+def alternate(targets: dict[str, tuple[tuple[str, int], Request]], pairs: int, *, pause: float = 0.0,
+              warmup: int = 10, timeout: float = 120.0) -> AlternateResult:
+    """One client, concurrency 1: the same request to each target in turn, ``pairs`` times.
+
+    What a client sees, with the two targets measured in the same conditions:
+    one keep-alive connection per target (blocking socket, TCP_NODELAY, opened
+    and warmed up with ``warmup`` unrecorded requests each); pair *i* asks the
+    targets in the given order when *i* is even, in reverse when odd; before each
+    request the client waits ``pause`` seconds, so that the servers sit idle
+    between requests as they do between a real client's, and each request
+    starts from the state the other target's request left the machine in.
+    ``t_write`` is taken just before the request is written; ``t_text`` when the
+    ``recv`` that completed the first event with non-empty content returned.
+    Bounded: the run stops at ``timeout`` (remaining responses are not sent).
+    """
+    cpu0 = time.thread_time()
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    conns: dict[str, socket.socket | None] = {name: None for name in targets}
+    out: dict[str, list[Response]] = {name: [] for name in targets}
+    order = list(targets)
+    try:
+        for name in order:
+            for _ in range(warmup):
+                _exchange(conns, name, targets[name], deadline)
+        for i in range(pairs):
+            if time.monotonic() >= deadline:
+                break
+            for name in (order if i % 2 == 0 else order[::-1]):
+                if pause > 0:
+                    time.sleep(pause)
+                out[name].append(_exchange(conns, name, targets[name], deadline))
+    finally:
+        for sock in conns.values():
+            if sock is not None:
+                sock.close()
+    return AlternateResult(out, time.monotonic() - t0, time.thread_time() - cpu0)
+
+
+def _exchange(conns: dict[str, socket.socket | None], name: str, target: tuple[tuple[str, int], Request],
+              deadline: float) -> Response:
+    """One request and its whole answer on ``conns[name]`` (connecting if needed; once
+    anew if a kept-alive connection turns out closed before any byte of the answer)."""
+    address, request = target
+    for attempt in (1, 2):
+        sock = conns[name]
+        reused = sock is not None
+        if sock is None:
+            sock = socket.create_connection(address, timeout=10)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conns[name] = sock
+        now = time.monotonic()
+        response = Response(request, now)
+        response.t_write = now
+        try:
+            sock.sendall(request.payload)
+        except OSError as exc:
+            response.fail(_name(exc), time.monotonic())
+        while not response.done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                response.fail("timeout", time.monotonic())
+                break
+            sock.settimeout(min(remaining, 1.0))
+            try:
+                data = sock.recv(RECV_BYTES)
+            except socket.timeout:
+                continue
+            except OSError as exc:
+                response.fail(_name(exc), time.monotonic())
+                break
+            now = time.monotonic()
+            if not data:
+                response.eof(now)
+                break
+            response.feed(data, now)
+        if response.rest and response.error is None:
+            response.error = "bytes after the end of the response"
+        if not response.keep_alive or not response.ok:
+            sock.close()
+            conns[name] = None
+        if response.error is not None and not response.nbytes and reused and attempt == 1:
+            continue  # the server had closed the idle connection: as HTTP clients do, once more
+        return response
+    raise AssertionError("unreachable")
 
 
 # --------------------------------------------------------------------------- figures

@@ -5,6 +5,11 @@ anywhere can kill the whole group; :class:`Processes` is a context manager that
 stops everything it started, in reverse order, whatever happened. Servers bind
 127.0.0.1 only.
 
+``BENCH_MLSTREAM_SRC=<dir>`` runs the mlstream servers from another source tree
+(the directory holding its ``mlstream`` package, e.g. an older commit unpacked
+with ``git archive <commit> | tar -x -C <dir>``): their working directory and
+``PYTHONPATH`` point there. The fake provider and the bench stay this tree's.
+
     Processes          owns the children: start_fake(), start_mlstream(), close()
       Child            one subprocess: ready line, /proc figures, stop (TERM, then KILL the group)
     Admin              a tiny blocking JSON client (http.client) for setup calls and /metrics
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 API_KEY = "sk-bench-key"
+SRC_ENV = "BENCH_MLSTREAM_SRC"
 LOOPBACK_TRUST = r"^http://127\.0\.0\.1:.*$"
 READY_SECONDS = 20.0          # a child that has not printed its ready line by then is broken
 STOP_SECONDS = 15.0           # SIGTERM grace before SIGKILL of the group
@@ -71,15 +77,61 @@ def proc_sample(pid: int) -> ProcSample:
     return ProcSample(rss, threads, cpu)
 
 
+def _socket_ports() -> dict[int, tuple[int, int, str]]:
+    """{socket inode: (local port, remote port, state hex)} of every TCP socket (/proc/net/tcp*)."""
+    out: dict[int, tuple[int, int, str]] = {}
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    out[int(parts[9])] = (int(parts[1].rsplit(":", 1)[1], 16),
+                                          int(parts[2].rsplit(":", 1)[1], 16), parts[3])
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def proc_fds(pid: int, server_port: int | None = None, upstream_port: int | None = None) -> dict[str, int]:
+    """Open file descriptors of ``pid`` (/proc/<pid>/fd), split by what they are.
+
+    ``clients``: TCP connections accepted on ``server_port`` (not the listener);
+    ``upstream``: TCP connections to ``upstream_port``; ``other``: the rest
+    (the listener, files, pipes, epoll, socket pairs). Descriptors that close
+    while they are read are left out.
+    """
+    names: list[str] = []
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            names.append(os.readlink(f"{fd_dir}/{fd}"))
+        except OSError:
+            pass
+    ports = _socket_ports() if server_port or upstream_port else {}
+    clients = upstream = 0
+    for name in names:
+        if name.startswith("socket:["):
+            local, remote, state = ports.get(int(name[8:-1]), (0, 0, ""))
+            if state == "0A":        # LISTEN
+                continue
+            if server_port and local == server_port:
+                clients += 1
+            elif upstream_port and remote == upstream_port:
+                upstream += 1
+    return {"total": len(names), "clients": clients, "upstream": upstream, "other": len(names) - clients - upstream}
+
+
 class Child:
     """A started subprocess that announces itself with one line on stdout."""
 
-    def __init__(self, name: str, argv: list[str], ready_prefix: str, log_dir: Path) -> None:
+    def __init__(self, name: str, argv: list[str], ready_prefix: str, log_dir: Path, *,
+                 cwd: str | None = None, env: dict[str, str] | None = None) -> None:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=self._log, start_new_session=True)
+                                     stderr=self._log, start_new_session=True, cwd=cwd, env=env)
         self.pid = self.proc.pid
         try:
             line = self._ready_line(READY_SECONDS)
@@ -111,6 +163,9 @@ class Child:
 
     def sample(self) -> ProcSample:
         return proc_sample(self.pid)
+
+    def fds(self, upstream_port: int | None = None) -> dict[str, int]:
+        return proc_fds(self.pid, self.address[1], upstream_port)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -152,6 +207,17 @@ class Child:
             self._log.close()
 
 
+def mlstream_source() -> str | None:
+    """The source directory the mlstream servers run from (``BENCH_MLSTREAM_SRC``), or None: this tree."""
+    src = os.environ.get(SRC_ENV)
+    if not src:
+        return None
+    path = Path(src).resolve()
+    if not (path / "mlstream" / "__init__.py").is_file():
+        raise RuntimeError(f"{SRC_ENV}={src}: no mlstream package there")
+    return str(path)
+
+
 class Processes:
     """Start the fake provider and mlstream servers; stop them all on exit."""
 
@@ -180,10 +246,16 @@ class Processes:
         if queue_chunks is not None:
             argv += ["--stream-queue-chunks", str(queue_chunks)]
         argv += extra or []
-        return self._start(name, argv, "mlstream listening on http://")
+        src = mlstream_source()
+        env = None
+        if src is not None:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return self._start(name, argv, "mlstream listening on http://", cwd=src, env=env)
 
-    def _start(self, name: str, argv: list[str], ready: str) -> Child:
-        child = Child(name, argv, ready, self.workdir)
+    def _start(self, name: str, argv: list[str], ready: str, *, cwd: str | None = None,
+               env: dict[str, str] | None = None) -> Child:
+        child = Child(name, argv, ready, self.workdir, cwd=cwd, env=env)
         self.children.append(child)
         return child
 

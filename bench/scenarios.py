@@ -1,5 +1,6 @@
-"""The six scenarios of the benchmark, each run against the fake provider directly
-and through mlstream, alternating, in the same run.
+"""The scenarios of the benchmark: six run against the fake provider directly and
+through mlstream, alternating, in the same run; the seventh, a keep-alive churn
+soak, runs through mlstream only and fails the run on a freeze or a leak.
 
 Each scenario is a function ``(Env) -> dict`` whose dict goes into the JSON as
 it is; ``bench/report.py`` turns those dicts into the Markdown tables. The sizes
@@ -8,13 +9,14 @@ come from :class:`Config` (``--quick`` shrinks them, never the method).
     Env            what the scenarios share: processes, the load generator, pairs
       Pair         one fake answer, as a direct request and as an mlstream request
     relay_throughput  added_latency  slow_streams (+ on-pace capacity)
-    backpressure      cancellation   admission
+    backpressure      cancellation   admission      churn (ChurnKind, CHURN_MIX)
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 import threading
 import time
@@ -23,8 +25,8 @@ from typing import Any, Callable
 
 from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, parse_scenario
 
-from .loadgen import (DIRECT, MLSTREAM, WHOLE, LoadGenerator, Outcomes, Request, Response, RunResult, User,
-                      build_request, percentile, summarize)
+from .loadgen import (DIRECT, MLSTREAM, PLAIN, WHOLE, LoadGenerator, Outcomes, Request, Response, RunResult, User,
+                      alternate, build_get, build_request, percentile, summarize)
 from .procs import (API_KEY, SEED_MESSAGES, STREAM_INTERFACE, Admin, Child, Processes, ProcSample,
                     register_model)
 
@@ -43,7 +45,8 @@ class Config:
     throughput_concurrency: tuple[int, ...] = (1, 16, 64)
     throughput_chunks: int = 200
     latency_chunks: int = 10
-    latency_requests: int = 300       # per round, concurrency 1
+    latency_pairs: int = 600          # concurrency 1: requests per side, direct and mlstream alternated
+    latency_pause_ms: float = 10.0    # before each of them (servers idle in between, as for a real client)
     slow_streams: int = 1000
     slow_chunks: int = 50
     slow_delay_ms: int = 100
@@ -63,16 +66,25 @@ class Config:
     admission_probes: int = 300
     admission_fill_chunks: int = 30
     admission_fill_delay_ms: int = 100
+    churn_seconds: float = 60.0
+    churn_warmup: float = 1.0         # seconds of the mix before the "before" sample
+    churn_slow_factor: float = 5.0    # a request may take this many times its expected time
+    churn_floor_ms: float = 400.0     # expected time is at least this (the soak's own load; see churn())
+    churn_max_stall: float = 2.0      # seconds the server may go without completing a request
+    churn_max_start_gap: float = 1.0  # seconds it may go without starting an answer to a stream request
+    churn_thread_tolerance: int = 8
+    churn_fd_tolerance: int = 8
+    churn_rss_growth_mb: int = 64
 
     @classmethod
     def of(cls, quick: bool) -> "Config":
         """The full run's sizes, or the smoke run's (the same method, smaller and shorter)."""
         if not quick:
             return cls(quick=False, rounds=3, warmup=0.5, trial_seconds=2.5)
-        return cls(quick=True, rounds=1, warmup=0.2, trial_seconds=0.8, latency_requests=100,
+        return cls(quick=True, rounds=1, warmup=0.2, trial_seconds=0.8, latency_pairs=100,
                    slow_streams=200, slow_chunks=20, capacity_levels=(40, 160), capacity_chunks=25,
                    backpressure_chunks=12_000, backpressure_pause=1.0, cancel_samples=10,
-                   cancel_silent_samples=0, admission_probes=60, admission_fill_chunks=15)
+                   cancel_silent_samples=0, admission_probes=60, admission_fill_chunks=15, churn_seconds=10.0)
 
 
 @dataclass
@@ -248,49 +260,86 @@ def relay_throughput(env: Env) -> dict[str, Any]:
 
 
 def added_latency(env: Env) -> dict[str, Any]:
-    """Time to first content event (stream) and total latency (non-stream), at c=1 and c=64."""
+    """What mlstream adds to the first token a client sees (stream) and to a whole answer (non-stream).
+
+    Concurrency 1: one client asks the fake directly and through mlstream in turn,
+    request by request, in one run (:func:`bench.loadgen.alternate`), pausing
+    ``latency_pause_ms`` before each request, as a client does between requests:
+    both servers sit idle in between, as they do for a real client. Stream: from
+    the request's first byte written to the first SSE event whose content is not
+    empty (the fake's first event is an empty role delta; mlstream's first event
+    is the first token). Non-stream: to the whole answer. The added time is taken
+    pair by pair (mlstream − the direct request next to it) and its median, p90 and
+    p99 reported. For comparison, the stream figure is also taken back to back (no
+    pause: the next request written the moment the previous answer ended, as the
+    closed loop of the other scenarios does), where mlstream's threads never go idle.
+    Concurrency 64: closed loop, each side for a trial, alternating.
+    """
     cfg = env.cfg
     model = f"gpt-fake?chunks={cfg.latency_chunks}"
     pairs = {"stream": env.pair(model, max_connection=64),
              "non_stream": env.pair(model, stream=False, max_connection=64)}
     preflight(env, pairs["stream"], cfg.latency_chunks)
     preflight(env, pairs["non_stream"], cfg.latency_chunks)
-    out: dict[str, Any] = {"model": model}
+    out: dict[str, Any] = {"model": model, "pause_ms": cfg.latency_pause_ms}
+    plans = [("stream_c1", "stream", cfg.latency_pause_ms), ("non_stream_c1", "non_stream", cfg.latency_pause_ms),
+             ("stream_c1_back_to_back", "stream", 0.0)]
+    for key, kind, pause_ms in plans:
+        pair = pairs[kind]
+        targets = {side: (pair.addresses[side], pair.requests[side]) for side in SIDES}
+        result = alternate(targets, cfg.latency_pairs, pause=pause_ms / 1000, warmup=10, timeout=300)
+        env.generator_runs.append({"label": f"latency {key}", "wall": round(result.wall, 3),
+                                   "cpu": round(result.cpu, 3)})
+        out[key] = _alternated(result.responses, kind == "stream", pause_ms)
     for kind, pair in pairs.items():
-        for c in (1, 64):
-            def trial(side: str, c: int = c, pair: Pair = pair, kind: str = kind) -> dict[str, Any]:
-                addr, req = pair.addresses[side], pair.requests[side]
-                if c == 1:
-                    # a few unrecorded requests first: connection set-up, caches
-                    env.run([User(addr, req, count=10)], timeout=30, label="latency warm-up")
-                    result = env.run([User(addr, req, count=cfg.latency_requests)], timeout=120,
-                                     label=f"latency {kind} c=1 {side}")
-                    kept = result.responses
-                else:
-                    end = cfg.warmup + cfg.trial_seconds
-                    users = [User(addr, req, count=10**9, stop_issuing=end) for _ in range(c)]
-                    result = env.run(users, timeout=end + 60, label=f"latency {kind} c={c} {side}")
-                    first = min(r.t_send for r in result.responses)
-                    kept = [r for r in result.responses if r.t_send >= first + cfg.warmup]
-                values = [r.ttfe if kind == "stream" else r.latency for r in kept if r.ok]
-                return {"values": values, "outcomes": Outcomes.of(kept).to_json(),
-                        "generator_cpu": round(result.cpu / result.wall, 3)}
-            trials = env.paired(trial)
-            entry: dict[str, Any] = {}
-            for side in SIDES:
-                values = [v for t in trials[side] for v in t["values"]]
-                entry[side] = {"ms": summarize(values, 1000),
-                               "ok": sum(t["outcomes"]["ok"] for t in trials[side]),
-                               "total": sum(t["outcomes"]["total"] for t in trials[side]),
-                               "errors": _merge(t["outcomes"]["errors"] for t in trials[side]),
-                               "generator_cpu": _mean(t["generator_cpu"] for t in trials[side])}
-            entry["overhead_ms_p50"] = diff(entry["mlstream"]["ms"]["p50"], entry["direct"]["ms"]["p50"])
-            entry["overhead_ms_p99"] = diff(entry["mlstream"]["ms"]["p99"], entry["direct"]["ms"]["p99"])
-            out[f"{kind}_c{c}"] = entry
-    out["note"] = ("stream: request sent -> first content event received; non-stream: request sent -> "
-                   "whole response received. Keep-alive connections; c=64 leaves out the first "
-                   f"{cfg.warmup} s.")
+        def trial(side: str, pair: Pair = pair, kind: str = kind) -> dict[str, Any]:
+            addr, req = pair.addresses[side], pair.requests[side]
+            end = cfg.warmup + cfg.trial_seconds
+            users = [User(addr, req, count=10**9, stop_issuing=end) for _ in range(64)]
+            result = env.run(users, timeout=end + 60, label=f"latency {kind} c=64 {side}")
+            first = min(r.t_send for r in result.responses)
+            kept = [r for r in result.responses if r.t_send >= first + cfg.warmup]
+            values = [_latency_value(r, kind == "stream") for r in kept if r.ok]
+            return {"values": values, "outcomes": Outcomes.of(kept).to_json(),
+                    "generator_cpu": round(result.cpu / result.wall, 3)}
+        trials = env.paired(trial)
+        entry: dict[str, Any] = {}
+        for side in SIDES:
+            values = [v for t in trials[side] for v in t["values"]]
+            entry[side] = {"ms": summarize(values, 1000),
+                           "ok": sum(t["outcomes"]["ok"] for t in trials[side]),
+                           "total": sum(t["outcomes"]["total"] for t in trials[side]),
+                           "errors": _merge(t["outcomes"]["errors"] for t in trials[side]),
+                           "generator_cpu": _mean(t["generator_cpu"] for t in trials[side])}
+        entry["overhead_ms_p50"] = diff(entry["mlstream"]["ms"]["p50"], entry["direct"]["ms"]["p50"])
+        entry["overhead_ms_p99"] = diff(entry["mlstream"]["ms"]["p99"], entry["direct"]["ms"]["p99"])
+        out[f"{kind}_c64"] = entry
+    out["note"] = ("stream: request's first byte written -> first SSE event with non-empty content received "
+                   "(JSON-checked); non-stream: -> whole response received. c=1: one client, keep-alive "
+                   "connections, direct and mlstream alternated request by request, "
+                   f"{cfg.latency_pause_ms:g} ms pause before each request (back_to_back: none); added = "
+                   "mlstream - direct, pair by pair. c=64: closed loop, the first "
+                   f"{cfg.warmup} s left out.")
     return out
+
+
+def _latency_value(r: Response, stream: bool) -> float:
+    """First token (stream) or whole answer (non-stream), from the request's first byte written."""
+    return r.ttft if stream else r.t_end - r.t_write
+
+
+def _alternated(responses: dict[str, list[Response]], stream: bool, pause_ms: float) -> dict[str, Any]:
+    """Both sides' figures and the added time pair by pair (pairs where both came back whole)."""
+    sides = {side: [_latency_value(r, stream) if r.ok else math.nan for r in responses[side]] for side in SIDES}
+    added = [m - d for d, m in zip(sides["direct"], sides["mlstream"]) if d == d and m == m]
+    entry: dict[str, Any] = {"pause_ms": pause_ms, "pairs": len(added)}
+    for side in SIDES:
+        out = Outcomes.of(responses[side])
+        entry[side] = {"ms": summarize(sides[side], 1000), "ok": out.ok, "total": out.total, "errors": out.errors}
+    entry["added_ms"] = summarize(added, 1000)
+    entry["overhead_ms_p50"] = entry["added_ms"]["p50"]   # the goal's figure: median of the pairs' added time
+    entry["overhead_ms_p99"] = entry["added_ms"]["p99"]
+    return entry
 
 
 # =========================================================================== 3. many slow streams
@@ -823,6 +872,383 @@ def admission(env: Env) -> dict[str, Any]:
         env.procs.stop(server)
 
 
+# =========================================================================== 7. keep-alive churn soak
+
+
+class ScenarioFailed(RuntimeError):
+    """A scenario ran and its figures show a failure; ``figures`` still go into the JSON."""
+
+    def __init__(self, message: str, figures: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.figures = figures
+
+
+@dataclass(frozen=True)
+class ChurnKind:
+    """One kind of client in the soak: ``clients`` of them, each looping on one request."""
+
+    name: str
+    clients: int
+    model: str = ""                   # the fake answer ("" for a GET)
+    stream: bool = True
+    path: str = ""                    # a GET: "healthz" or "model"
+    pipeline_after: int | None = None
+    hangup_after: int = 0
+    pair_pause: float = 0.0           # > 0: two requests back to back, then this many seconds idle
+    what: str = ""
+
+
+# What a client does, and why it is here. Each loops on one keep-alive connection until
+# the soak ends, back to back unless said otherwise; hang-up clients reconnect.
+CHURN_MIX: tuple[ChurnKind, ...] = (
+    ChurnKind("fast", 8, "gpt-fake?chunks=200",
+              what="200-chunk answers, no delay; the next request written the moment the last chunk arrived"),
+    ChurnKind("fast_pipelined", 4, "gpt-fake?chunks=200", pipeline_after=1,
+              what="as fast, but the next request written once the first content event arrived "
+                   "(on the socket long before the last chunk)"),
+    ChurnKind("short", 4, "gpt-fake?chunks=5",
+              what="5-chunk answers back to back: the most stream ends (and next requests) per second"),
+    ChurnKind("paired", 160, "gpt-fake?chunks=5", pair_pause=2.0,
+              what="two 5-chunk answers back to back (the second request written the moment the first "
+                   "answer ended), then 2 s idle on the kept-alive connection"),
+    ChurnKind("paced", 6, "gpt-fake?chunks=50&delay_ms=20", what="50 chunks 20 ms apart (1 s), back to back"),
+    ChurnKind("paced_pipelined", 2, "gpt-fake?chunks=50&delay_ms=20", pipeline_after=48,
+              what="as paced, the next request written at the 48th of 50 content events (~40 ms before the end)"),
+    ChurnKind("hangup", 4, "gpt-fake?chunks=200&delay_ms=10", hangup_after=3,
+              what="read 3 content events, close (a FIN and a reset in turn), reconnect"),
+    ChurnKind("predict", 2, "gpt-fake?chunks=10", stream=False, what="non-stream _predict back to back"),
+    ChurnKind("get_healthz", 1, path="healthz", what="GET /healthz back to back"),
+    ChurnKind("get_model", 1, path="model", what="GET of a model back to back"),
+)
+CHURN_SETTLE_SECONDS = 15.0     # longest wait for threads and descriptors to stop changing
+DIRECT_SAMPLES = 4              # direct measurements per kind (the expected time is their median)
+
+
+def _paced_seconds(model: str, until: int | None = None) -> float:
+    """How long the fake takes, by its pacing alone, to send ``until`` content events (all by default)."""
+    scenario = parse_scenario(model, {})
+    chunks = len(fake_tokens(scenario)) if until is None else until
+    return max(chunks - 1, 0) * scenario.delay_ms / 1000
+
+
+def _quiet(server: Child, admin: Admin, upstream_port: int) -> tuple[ProcSample, dict[str, int], bool]:
+    """Wait (bounded) until mlstream runs no stream and its threads and descriptors stop
+    changing for 0.5 s; then sample them. False when they did not settle in time."""
+    deadline = time.monotonic() + CHURN_SETTLE_SECONDS
+    last: tuple[int, int] | None = None
+    stable_since = time.monotonic()
+    while True:
+        m = admin.metrics()   # also keeps the admin connection (and its handler thread) alive
+        sample, fds = server.sample(), server.fds(upstream_port)
+        now = time.monotonic()
+        busy = m.get("mlstream_streams_active", 0) or m.get("mlstream_streams_queued", 0)
+        key = (sample.threads, fds["total"])
+        if busy or key != last:
+            last, stable_since = key, now
+        elif now - stable_since >= 0.5:
+            return sample, fds, True
+        if now >= deadline:
+            return sample, fds, False
+        time.sleep(0.1)
+
+
+def churn(env: Env) -> dict[str, Any]:
+    """Keep-alive churn soak: the clients of :data:`CHURN_MIX` at once for ``churn_seconds``; fails on a freeze.
+
+    A server of its own (``--stream-workers 256``), the main fake provider. It
+    fails (raises :class:`ScenarioFailed`: the run exits 1, the figures stay in
+    the JSON) when:
+
+    - any request fails: connection error, status other than 200, in-band error
+      event, framing not complete, end marker missing, fewer content events than
+      the answer has (hang-up clients: their events before they hung up);
+    - any request takes more than ``churn_slow_factor`` x its expected time:
+      the same request measured alone, directly against the fake, in this run
+      (median of DIRECT_SAMPLES), or the fake's pacing if longer, and at least
+      ``churn_floor_ms``. The floor is not the request's own time but the soak's:
+      ~190 clients keep mlstream at ~90 % of a core, so a 200-chunk answer that
+      takes 3-8 ms alone takes ~100 ms (p50) inside the soak, and up to ~350 ms
+      on a 2-core machine with a little other work, ~850 ms with a load average
+      of 6; 5 x 400 ms = 2 s stays clear of that. (A server-wide freeze is
+      caught sooner, by the start gap below.);
+    - the server goes ``churn_max_start_gap`` s without starting an answer to
+      a stream request (its response head), or ``churn_max_stall`` s without
+      completing any request;
+    - after the soak, once settled, its threads or file descriptors exceed
+      those before it (after a warm-up that opened as many streams at once as
+      the soak can: the reader pool and the upstream connection pool grow once
+      and stay) by more than a small tolerance, a client connection is still
+      open, or its RSS grew by more than ``churn_rss_growth_mb``.
+
+    The freeze it is built to catch (the hang-up watcher peeking a socket under
+    its lock after a stale readiness event) lasts until the client whose socket
+    it peeks sends again or closes: the "paired" clients, idle 2 s after a
+    request written the moment the previous answer ended, make it last 2 s.
+    """
+    cfg = env.cfg
+    streaming = sum(k.clients for k in CHURN_MIX if k.stream and not k.path)
+    hangups = sum(k.clients for k in CHURN_MIX if k.hangup_after)
+    # Warm-up burst: more streams at once than the soak can ever have open (every streaming
+    # client's, plus hang-ups whose stream is still being cancelled), so that the reader pool's
+    # threads and the upstream pool's connections exist before the "before" sample.
+    burst = streaming + 2 * hangups + 8
+    workers = 256
+    server = env.procs.start_mlstream("mlstream-churn", workers=workers)
+    admin = Admin(server.address)
+    fake_port = env.fake.address[1]
+    try:
+        requests: dict[str, dict[str, Request]] = {}
+        pairs: dict[tuple[str, bool], Pair] = {}
+        for kind in CHURN_MIX:
+            if kind.path:
+                continue
+            key = (kind.model, kind.stream)
+            if key not in pairs:
+                pairs[key] = env.pair(kind.model, stream=kind.stream, max_connection=burst, server=server,
+                                      admin=admin)
+            requests[kind.name] = {side: Request(req.payload, req.dialect, req.stream, kind.name)
+                                   for side, req in pairs[key].requests.items()}
+        any_model = next(iter(pairs.values())).model_id
+        for kind in CHURN_MIX:
+            if kind.path:
+                path = "/healthz" if kind.path == "healthz" else f"/_plugins/_ml/models/{any_model}"
+                requests[kind.name] = {"mlstream": Request(build_get(server.address, path), PLAIN, False, kind.name)}
+
+        # Expected time of each kind: the same request directly against the fake (median of
+        # DIRECT_SAMPLES, each connection's first answer left out). The kinds run side by side,
+        # each on connections of its own; a paced kind on several connections at once (one
+        # sample each) so that this takes about one paced answer's time.
+        direct_ms: dict[str, float | None] = {kind.name: None for kind in CHURN_MIX}
+        direct_users: list[User] = []
+        for kind in CHURN_MIX:
+            req = requests[kind.name].get("direct")
+            if req is None:
+                continue
+            per_connection = 1 + DIRECT_SAMPLES if _paced_seconds(kind.model) < 0.2 else 2
+            for j in range(DIRECT_SAMPLES // (per_connection - 1)):
+                labelled = Request(req.payload, req.dialect, req.stream, f"{kind.name}/{j}")
+                direct_users.append(User(env.fake.address, labelled, count=per_connection,
+                                         hangup_after=kind.hangup_after))
+        result = env.run(direct_users, timeout=60, label="churn direct")
+        for kind in CHURN_MIX:
+            if "direct" not in requests[kind.name]:
+                continue
+            times: list[float] = []
+            errors: dict[str, int] = {}
+            for user in direct_users:
+                if user.request.label.split("/")[0] != kind.name:
+                    continue
+                responses = result.by_label(user.request.label)
+                times += [r.t_end - r.t_turn for r in responses[1:] if r.ok or r.hung_up]
+                errors.update(Outcomes.of(responses).errors)
+            if len(times) < DIRECT_SAMPLES:
+                raise RuntimeError(f"churn: {kind.name} directly against the fake failed: {errors}")
+            direct_ms[kind.name] = round(percentile(times, 50) * 1000, 3)
+        expected_ms: dict[str, float] = {}
+        for kind in CHURN_MIX:
+            paced = _paced_seconds(kind.model, kind.hangup_after or None) * 1000 if kind.model else 0.0
+            expected_ms[kind.name] = round(max(direct_ms[kind.name] or 0.0, paced, cfg.churn_floor_ms), 3)
+
+        def users(seconds: float) -> list[User]:
+            out: list[User] = []
+            for kind in CHURN_MIX:
+                req = requests[kind.name]["mlstream"]
+                for i in range(kind.clients):
+                    # started 5 ms apart; pairs spread over their pause, so that they do not move in step
+                    start = 0.005 * len(out) + kind.pair_pause * i / kind.clients
+                    out.append(User(server.address, req, count=10**9, start=start, stop_issuing=seconds,
+                                    pipeline_after=kind.pipeline_after, hangup_after=kind.hangup_after,
+                                    think=kind.pair_pause, burst=2, track_gaps=kind.name.startswith("paced")))
+            return out
+
+        # Warm-up: the burst, then every kind of client for a moment; then let it settle.
+        burst_req = Request(requests["paced"]["mlstream"].payload, MLSTREAM, True, "burst")
+        warm = env.run([User(server.address, burst_req) for _ in range(burst)], timeout=60, label="churn warm-up burst")
+        warm_mix = env.run(users(cfg.churn_warmup), timeout=cfg.churn_warmup + 30, label="churn warm-up mix")
+        warm_out = Outcomes.of([r for r in warm.responses + warm_mix.responses if not r.hung_up])
+        before, fds_before, settled_before = _quiet(server, admin, fake_port)
+
+        # The soak.
+        peaks = {"threads": before.threads, "fds": fds_before["total"], "rss_kb": before.rss_kb}
+
+        def tick(now: float) -> None:
+            s = server.sample()
+            peaks["threads"] = max(peaks["threads"], s.threads)
+            peaks["rss_kb"] = max(peaks["rss_kb"], s.rss_kb)
+            try:
+                peaks["fds"] = max(peaks["fds"], len(os.listdir(f"/proc/{server.pid}/fd")))
+            except OSError:
+                pass
+
+        soak_users = users(cfg.churn_seconds)
+        # Bounded: long enough for the last paced answers, far shorter than a 30-60 s freeze.
+        timeout = cfg.churn_seconds + 5 * max(expected_ms.values()) / 1000 + 10
+        cpu0 = server.sample().cpu
+        t_run = time.monotonic()
+        result = env.run(soak_users, timeout=timeout, tick=(0.5, tick), label="churn soak")
+        cpu = server.sample().cpu - cpu0
+        settled = env.settle(admin)
+        after, fds_after, settled_after = _quiet(server, admin, fake_port)
+
+        figures = _churn_figures(cfg, result, t_run, expected_ms, direct_ms)
+        problems: list[str] = list(figures.pop("problems"))
+        thread_growth = after.threads - before.threads
+        fd_growth = fds_after["total"] - fds_before["total"]
+        rss_growth_kb = after.rss_kb - before.rss_kb
+        if thread_growth > cfg.churn_thread_tolerance:
+            problems.append(f"threads grew {before.threads} -> {after.threads} (tolerance "
+                            f"+{cfg.churn_thread_tolerance})")
+        if fd_growth > cfg.churn_fd_tolerance:
+            problems.append(f"open file descriptors grew {fds_before} -> {fds_after} (tolerance "
+                            f"+{cfg.churn_fd_tolerance})")
+        if fds_after["clients"] > 1:   # the admin connection
+            problems.append(f"{fds_after['clients']} client connections still open after the soak")
+        if rss_growth_kb > cfg.churn_rss_growth_mb * 1024:
+            problems.append(f"RSS grew {before.rss_kb / 1024:.1f} -> {after.rss_kb / 1024:.1f} MB "
+                            f"(bound +{cfg.churn_rss_growth_mb} MB)")
+        if warm_out.errors:
+            problems.append(f"warm-up: {warm_out.total - warm_out.ok} of {warm_out.total} failed ({warm_out.errors})")
+        if not settled_before or not settled or not settled_after:
+            problems.append("mlstream did not settle before or after the soak (streams still active, or "
+                            f"threads/fds still changing after {CHURN_SETTLE_SECONDS:.0f} s)")
+        figures.update({
+            "seconds": cfg.churn_seconds, "server_workers": workers, "clients": len(soak_users),
+            "mix": [{"kind": k.name, "clients": k.clients, "model": k.model or None, "what": k.what}
+                    for k in CHURN_MIX],
+            "warmup": {"burst_streams": burst, "mix_seconds": cfg.churn_warmup, "ok": warm_out.ok,
+                       "total": warm_out.total, "errors": warm_out.errors, "settled": settled_before},
+            "server": {"threads_before": before.threads, "threads_after": after.threads,
+                       "threads_peak": peaks["threads"], "thread_growth": thread_growth,
+                       "fds_before": fds_before, "fds_after": fds_after, "fds_peak": peaks["fds"],
+                       "fd_growth": fd_growth,
+                       "rss_kb_before": before.rss_kb, "rss_kb_after": after.rss_kb, "rss_kb_peak": peaks["rss_kb"],
+                       "rss_growth_kb": rss_growth_kb,
+                       "cpu_share": round(cpu / result.wall, 3) if result.wall else None,
+                       "settled": settled and settled_after},
+            "limits": {"slow_factor": cfg.churn_slow_factor, "floor_ms": cfg.churn_floor_ms,
+                       "max_stall_s": cfg.churn_max_stall, "max_start_gap_s": cfg.churn_max_start_gap,
+                       "thread_tolerance": cfg.churn_thread_tolerance,
+                       "fd_tolerance": cfg.churn_fd_tolerance, "rss_growth_mb": cfg.churn_rss_growth_mb},
+            "generator_cpu": round(result.cpu / result.wall, 3) if result.wall else None,
+            "problems": problems,
+            "passed": not problems,
+            "note": f"expected = max(the same request alone, directly against the fake (median of {DIRECT_SAMPLES}), "
+                    "the fake's pacing, the floor); a request's time runs from when its turn came (sent, or "
+                    "the answer before it on a pipelined connection ended) to its last byte (hang-ups: to the "
+                    "event they hung up at). Start gap = longest time in which no stream request got its "
+                    "response head; stall = longest time in which no request completed (hang-ups count when "
+                    "they got their events); both inside the time requests were issued. Threads and fds "
+                    f"compared after a warm-up burst of {burst} streams and after the soak, each once they "
+                    "stopped changing.",
+        })
+        if problems:
+            raise ScenarioFailed("churn soak failed: " + "; ".join(problems[:6])
+                                 + (f" (and {len(problems) - 6} more)" if len(problems) > 6 else ""), figures)
+        return figures
+    finally:
+        admin.close()
+        env.procs.stop(server)
+
+
+def _churn_figures(cfg: Config, result: RunResult, t_run: float, expected_ms: dict[str, float],
+                   direct_ms: dict[str, float | None]) -> dict[str, Any]:
+    """Per kind: requests, errors, times against expected; the longest stall; what failed."""
+    problems: list[str] = []
+    kinds: dict[str, Any] = {}
+    completions: list[float] = []
+    slow_examples: list[str] = []
+    for kind in CHURN_MIX:
+        responses = result.by_label(kind.name)
+        chunks = expected_chunks(kind.model) if kind.model and kind.stream else None
+        good: list[Response] = []
+        errors: dict[str, int] = {}
+        for r in responses:
+            reason = _churn_error(r, kind, chunks)
+            if reason is None:
+                good.append(r)
+                completions.append(r.t_end)
+            else:
+                errors[reason] = errors.get(reason, 0) + 1
+        limit = cfg.churn_slow_factor * expected_ms[kind.name] / 1000
+        times = [r.t_end - r.t_turn for r in good]
+        slow = [t for t in times if t > limit]
+        entry: dict[str, Any] = {
+            "clients": kind.clients, "requests": len(responses), "ok": len(good), "errors": errors,
+            "per_s": round(len(good) / cfg.churn_seconds, 1),
+            "direct_alone_ms": direct_ms[kind.name], "expected_ms": expected_ms[kind.name],
+            "limit_ms": round(limit * 1000, 1), "ms": summarize(times, 1000),
+            "worst_over_expected": round(max(times) * 1000 / expected_ms[kind.name], 2) if times else None,
+            "slow": len(slow),
+        }
+        if kind.name.startswith("paced"):
+            entry["gap_ms"] = summarize([g for r in good for g in (r.gaps or ())], 1000)
+        kinds[kind.name] = entry
+        if errors:
+            problems.append(f"{kind.name}: {sum(errors.values())} of {len(responses)} failed ({errors})")
+        if slow:
+            problems.append(f"{kind.name}: {len(slow)} requests over {cfg.churn_slow_factor} x expected "
+                            f"({limit * 1000:.0f} ms), the slowest {max(slow):.2f} s")
+            worst = max(good, key=lambda r: r.t_end - r.t_turn)
+            slow_examples.append(f"{kind.name}: {worst.t_end - worst.t_turn:.3f} s from +{worst.t_turn - t_run:.2f} s")
+        if not good:
+            problems.append(f"{kind.name}: no request completed")
+    # Inside the time requests were issued: after it, the paced answers still running end on
+    # their own time (a freeze then shows as slow or unanswered requests).
+    ends = [r.t_end for r in result.responses if r.t_end == r.t_end]
+    window_end = min(max(ends) if ends else t_run, t_run + cfg.churn_seconds)
+    stall, stall_at = _longest_gap(completions, t_run, window_end)
+    # New work: the response heads of stream requests (mlstream writes one once the provider
+    # answered, after the stream was set up). Requests that finish meanwhile do not hide a freeze
+    # of stream set-up the way completions do (GETs, _predict and streams already past set-up
+    # still complete during one).
+    heads = [r.t_head for r in result.responses if r.request.stream and r.t_head == r.t_head]
+    start_gap, start_gap_at = _longest_gap(heads, t_run, window_end)
+    if stall > cfg.churn_max_stall:
+        problems.append(f"for {stall:.2f} s (from +{stall_at:.2f} s) the server completed no request")
+    if start_gap > cfg.churn_max_start_gap:
+        problems.append(f"for {start_gap:.2f} s (from +{start_gap_at:.2f} s) the server started answering "
+                        "no stream request")
+    if result.timed_out:
+        problems.append(f"{result.timed_out} requests still unanswered when the run's time was up")
+    total = sum(k["requests"] for k in kinds.values())
+    ok = sum(k["ok"] for k in kinds.values())
+    return {"kinds": kinds, "requests": total, "ok": ok, "errors": total - ok,
+            "requests_per_s": round(ok / cfg.churn_seconds, 1), "connects": result.connects,
+            "longest_stall_s": round(stall, 3), "longest_stall_at_s": round(stall_at, 2),
+            "longest_start_gap_s": round(start_gap, 3), "longest_start_gap_at_s": round(start_gap_at, 2),
+            "timed_out": result.timed_out, "slow_examples": slow_examples, "wall": round(result.wall, 2),
+            "problems": problems}
+
+
+def _longest_gap(times: list[float], start: float, end: float) -> tuple[float, float]:
+    """The longest interval in [start, end] holding none of ``times``, and where it began (s after start)."""
+    points = sorted([start] + [t for t in times if start <= t <= end] + [end])
+    gap, at = 0.0, 0.0
+    for a, b in zip(points, points[1:]):
+        if b - a > gap:
+            gap, at = b - a, a - start
+    return gap, at
+
+
+def _churn_error(r: Response, kind: ChurnKind, chunks: int | None) -> str | None:
+    """Why one soak response is not what it should be, or None."""
+    if r.error is not None:
+        return r.error
+    if r.status != 200:
+        return f"status {r.status}"
+    if r.failed:
+        return "in-band error event"
+    if kind.hangup_after:
+        return None if r.hung_up or r.ok else "no end marker"
+    if not r.complete:
+        return "incomplete framing"
+    if not r.ended:
+        return "no end marker"
+    if chunks is not None and r.content != chunks:
+        return f"{r.content} content events of {chunks}"
+    return None
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -846,4 +1272,5 @@ SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "backpressure": backpressure,
     "cancellation": cancellation,
     "admission": admission,
+    "churn": churn,
 }

@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCENARIOS = ("relay_throughput", "added_latency", "slow_streams", "backpressure", "cancellation", "admission")
+SCENARIOS = ("relay_throughput", "added_latency", "slow_streams", "backpressure", "cancellation", "admission",
+             "churn")
 
 
 @pytest.mark.slow
 def test_bench_quick_runs_every_scenario_and_writes_its_json(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--name", "pytest-quick", "--results-dir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
 
     results = json.loads((tmp_path / "pytest-quick.json").read_text())
@@ -34,6 +35,14 @@ def test_bench_quick_runs_every_scenario_and_writes_its_json(tmp_path: Path) -> 
     assert relay["mlstream"]["streams_ok"] == relay["mlstream"]["streams_total"] > 0
     assert results["scenarios"]["backpressure"]["mlstream"]["resumed_whole"] is True
     assert results["scenarios"]["admission"]["mlstream"]["refused_429"] > 0
+    latency = results["scenarios"]["added_latency"]["stream_c1"]
+    assert latency["pairs"] > 0 and latency["added_ms"]["p50"] is not None
+    # the soak fails the run itself (exit 1) on errors, slow requests, a freeze or a leak;
+    # here: it ran every kind of client and compared the server before and after
+    churn = results["scenarios"]["churn"]
+    assert churn["passed"] is True and churn["errors"] == 0
+    assert all(kind["ok"] > 0 for kind in churn["kinds"].values()), churn["kinds"]
+    assert churn["server"]["threads_after"] > 0 and churn["server"]["fds_after"]["total"] > 0
     assert results["generator"]["cpu_seconds"] > 0
     assert {goal["figure"] for goal in results["goals"]}  # the goals table was evaluated
     # everything it started has stopped, cleanly
