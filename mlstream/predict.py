@@ -24,7 +24,7 @@ from .registry import Registry, ResolvedModel
 from .settings import ServerSettings
 from .streaming.channel import Channel
 from .streaming.pool import StreamPool
-from .streaming.reader import read_stream
+from .streaming.reader import start_stream
 from .upstream import ProviderCall, UpstreamClient
 
 RESPONSE_FILTER = "response_filter"
@@ -40,8 +40,8 @@ class PredictResult:
 @dataclass(frozen=True, slots=True)
 class PendingStream:
     """A stream ready to start. Its writer registers the channel (for hang-ups and
-    shutdown) before ``start`` submits the reader, so that once the reader runs, on
-    the way to the first token, the writer has nothing left to do but wait for it."""
+    shutdown) before ``start`` (``reader.start_stream``), which may open the provider
+    call on the writer's own thread and raises Overloaded when the pool is full."""
 
     channel: Channel
     start: Callable[[], None]
@@ -101,8 +101,8 @@ class Predictor:
         call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters),
                           connector, stream=True)
         channel = Channel(self._server.stream_queue_chunks)
-        job = partial(read_stream, channel, call, dialect.new_decoder(), self._server.client_stall_timeout)
-        return PendingStream(channel, partial(self._pool.submit, job))
+        return PendingStream(channel, partial(start_stream, self._pool, channel, call, dialect.new_decoder(),
+                                              self._server.client_stall_timeout))
 
     def _call(self, request: UpstreamRequest, connector: Connector, *, stream: bool) -> ProviderCall:
         return ProviderCall(self._upstream, request, connector, stream=stream,

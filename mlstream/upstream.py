@@ -19,12 +19,14 @@ import logging
 import math
 import socket
 import threading
+from collections import OrderedDict
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.util import parse_url
 from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError,
                                 ProtocolError, ReadTimeoutError, SSLError)
 
@@ -144,24 +146,46 @@ class GuardedHTTPSConnectionPool(HTTPSConnectionPool):
     ConnectionCls = GuardedHTTPSConnection
 
 
+# Connection pools kept at once (one per provider host, connector limits and private
+# rule); past this the least recently used is closed, as urllib3's PoolManager does.
+MAX_POOLS = 64
+# Parsed provider URLs remembered (a connector's URL repeats on every call).
+MAX_TARGETS = 4096
+
+_PoolKey = tuple[str, str, int, int, bool]  # scheme, host, port, max_connection, allow_private
+_POOL_CLASSES: dict[tuple[str, bool], type[HTTPConnectionPool]] = {
+    ("http", False): GuardedHTTPConnectionPool, ("https", False): GuardedHTTPSConnectionPool,
+    ("http", True): OneWriteHTTPConnectionPool, ("https", True): OneWriteHTTPSConnectionPool,
+}
+
+
 class UpstreamClient:
-    """Connection pools keyed by ``max_connection`` and whether private addresses are allowed."""
+    """Connection pools keyed by provider host, ``max_connection`` and whether private
+    addresses are allowed.
+
+    The pools are kept here rather than in a urllib3 PoolManager: its per-request URL
+    parsing and pool-key building cost about a seventh of a provider call's time to
+    its headers (0.05 ms of 0.38 warm, 0.14 of 0.89 after an idle pause), on the
+    path to every first token. Each pool is still urllib3's own.
+    """
 
     def __init__(self) -> None:
-        # Guards the pool managers by key: creating a PoolManager opens nothing; the
-        # managers are cleared (their sockets closed) after it is released.
+        # Guards changes to the pools and the parsed URLs: dict work and creating a pool
+        # (which opens nothing); evicted pools are closed after it is released. A
+        # parsed URL is looked up without it (one dict lookup, atomic).
         self._lock = threading.Lock()
-        self._managers: dict[tuple[int, bool], urllib3.PoolManager] = {}
+        self._pools: OrderedDict[_PoolKey, HTTPConnectionPool] = OrderedDict()
+        self._targets: dict[str, tuple[str, str, int, str]] = {}  # url -> scheme, host, port, path
 
     def send(self, request: UpstreamRequest, config: ClientConfig, *, stream: bool,
              allow_private: bool = False) -> urllib3.BaseHTTPResponse:
         """Send ``request``; the response body is left unread when ``stream``."""
         timeout = urllib3.Timeout(connect=config.connection_timeout, read=config.read_timeout)
         try:
-            return self._manager(config.max_connection, allow_private).request(
-                request.method, request.url, body=request.body, headers=request.headers,
-                timeout=timeout, retries=False, redirect=False, preload_content=False,
-                decode_content=True)
+            pool, path = self._route(request.url, config.max_connection, allow_private)
+            return pool.urlopen(request.method, path, body=request.body, headers=request.headers,
+                                timeout=timeout, retries=False, redirect=False, assert_same_host=False,
+                                preload_content=False, decode_content=True)
         except Exception as exc:
             raise translate_error(exc, request.url) from exc
 
@@ -184,22 +208,41 @@ class UpstreamClient:
 
     def close(self) -> None:
         with self._lock:
-            managers, self._managers = list(self._managers.values()), {}
-        for manager in managers:
-            manager.clear()
+            pools = list(self._pools.values())
+            self._pools.clear()
+        for pool in pools:
+            pool.close()
 
-    def _manager(self, max_connection: int, allow_private: bool) -> urllib3.PoolManager:
+    def _route(self, url: str, max_connection: int, allow_private: bool) -> tuple[HTTPConnectionPool, str]:
+        """The pool for ``url``'s origin and the request target (path and query) to send it."""
+        target = self._targets.get(url)
+        if target is None:
+            parsed = parse_url(url)
+            scheme = (parsed.scheme or "http").lower()
+            if scheme not in ("http", "https") or not parsed.host:
+                raise UpstreamError(f"cannot call {_host(url)}: only http and https URLs with a host",
+                                    kind="connection")
+            target = (scheme, parsed.host, parsed.port or (443 if scheme == "https" else 80), parsed.request_uri)
+        scheme, host, port, path = target
+        key = (scheme, host, port, max_connection, allow_private)
+        evicted: list[HTTPConnectionPool] = []
         with self._lock:
-            manager = self._managers.get((max_connection, allow_private))
-            if manager is None:
+            if len(self._targets) >= MAX_TARGETS:
+                self._targets.clear()
+            self._targets[url] = target
+            pool = self._pools.get(key)
+            if pool is None:
                 # block=False: a burst past max_connection opens extra connections
                 # rather than waiting; they are closed instead of pooled afterwards.
-                manager = urllib3.PoolManager(num_pools=64, maxsize=max_connection, block=False)
-                manager.pool_classes_by_scheme = (
-                    {"http": OneWriteHTTPConnectionPool, "https": OneWriteHTTPSConnectionPool} if allow_private
-                    else {"http": GuardedHTTPConnectionPool, "https": GuardedHTTPSConnectionPool})
-                self._managers[(max_connection, allow_private)] = manager
-            return manager
+                pool = self._pools[key] = _POOL_CLASSES[(scheme, allow_private)](
+                    host, port, maxsize=max_connection, block=False)
+                while len(self._pools) > MAX_POOLS:
+                    evicted.append(self._pools.popitem(last=False)[1])
+            else:
+                self._pools.move_to_end(key)
+        for old in evicted:  # a connection still lent out is closed when it comes back
+            old.close()
+        return pool, path
 
 
 class ProviderCall:

@@ -41,6 +41,7 @@ class Channel:
         # response's shutdown (a socket call) runs after it is released.
         self._lock = threading.Lock()
         self._upstream: Any = None  # the urllib3 response being read, if any
+        self._taken: threading.Event | None = None  # set by get() while hand_over waits
 
     @property
     def cancelled(self) -> bool:
@@ -62,6 +63,23 @@ class Channel:
         self._items.put(item)
         return True
 
+    def hand_over(self, item: StreamItem, timeout: float | None, wait: float) -> bool:
+        """``put`` the item, then wait (at most ``wait`` seconds) until the writer took it.
+
+        For a stream's first token: a reader that goes on decoding the rest of a burst
+        keeps the GIL, and the woken writer waits for it; blocking here lets the
+        writer send the first token first. False as ``put``.
+        """
+        taken = threading.Event()
+        self._taken = taken
+        try:
+            if not self.put(item, timeout):
+                return False
+            taken.wait(wait)
+            return True
+        finally:
+            self._taken = None
+
     def get(self, timeout: float | None = None) -> StreamItem | None:
         """The next item; None if nothing came within ``timeout`` (a heartbeat is due).
 
@@ -74,6 +92,8 @@ class Channel:
                 return None
             if item is not _WAKE and not self._cancelled.is_set():
                 self._credits.put(True)
+                if self._taken is not None:
+                    self._taken.set()
                 return item
         return Failure(self._error or MLStreamError("the stream was cancelled"))
 

@@ -407,3 +407,25 @@ def test_many_cancels_racing_a_blocked_put_and_get():
         assert isinstance(outcomes["get"], Failure)
         assert outcomes["get"].error.reason == f"round {round_}"
         assert outcomes["put"] in (True, False)
+
+
+def test_hand_over_returns_once_the_writer_took_the_item():
+    channel = Channel(4)
+    got = []
+    writer = threading.Thread(target=lambda: got.append(channel.get(HANG_GUARD)), daemon=True)
+    writer.start()
+    assert channel.hand_over(Delta("first"), HANG_GUARD, HANG_GUARD)  # returns when taken, not at the wait's end
+    writer.join(HANG_GUARD)
+    assert got == [Delta("first")]
+
+
+def test_hand_over_to_a_writer_that_is_not_reading_waits_only_its_bound():
+    channel = Channel(4)
+    assert channel.hand_over(Delta("first"), HANG_GUARD, 0.01)
+    assert channel.get(0) == Delta("first")
+
+
+def test_hand_over_on_a_cancelled_channel_is_false():
+    channel = Channel(4)
+    channel.cancel()
+    assert not channel.hand_over(Delta("first"), HANG_GUARD, HANG_GUARD)

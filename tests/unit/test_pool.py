@@ -255,3 +255,46 @@ def test_shutdown_with_queued_jobs_leaves_the_counts_consistent(make_pool):
     gate.set()
     assert pool.wait_until(lambda p: p.active == 0, HANG_GUARD)
     assert pool.wait_idle(0.2), f"(active, queued) stuck at {counts(pool)} with nothing left to run"
+
+
+# --- leases: a job opened on the caller's thread, its rest handed over ------------------
+
+
+def test_a_lease_is_taken_only_while_a_worker_is_free_and_none_waits(make_pool):
+    pool, gate = make_pool(2, 2)
+    assert pool.lease()                          # one running on the caller's thread
+    assert counts(pool) == (1, 0)
+    pool.submit(blocked_job(gate))               # the second worker
+    assert pool.wait_until(lambda p: p.active == 2, HANG_GUARD)
+    assert not pool.lease()                      # no worker free: the caller must submit (FIFO)
+    pool.submit(blocked_job(gate))
+    assert counts(pool) == (2, 1)
+    pool.end_lease()
+    gate.set()
+    assert pool.wait_idle(HANG_GUARD)
+
+
+def test_a_handed_over_job_stays_counted_until_it_ends(make_pool):
+    pool, gate = make_pool(1, 0)
+    assert pool.lease()
+    ran = threading.Event()
+
+    def rest():
+        ran.set()
+        gate.wait(HANG_GUARD)
+
+    pool.hand_over(rest)
+    assert ran.wait(HANG_GUARD) and counts(pool) == (1, 0)
+    with pytest.raises(Overloaded):              # its slot is still taken
+        pool.submit(blocked_job(gate))
+    gate.set()
+    assert pool.wait_idle(HANG_GUARD)
+
+
+def test_a_hand_over_after_shutdown_ends_the_lease(make_pool):
+    pool, _ = make_pool(1, 0)
+    assert pool.lease()
+    pool.shutdown()
+    with pytest.raises(Overloaded):
+        pool.hand_over(lambda: None)
+    assert counts(pool) == (0, 0)

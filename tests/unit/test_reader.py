@@ -24,7 +24,8 @@ from mlstream.providers.openai import OpenAIStreamDecoder
 from mlstream.sse import SSEDecoder
 from mlstream.streaming.channel import Channel
 from mlstream.providers.events import Delta, Done, Failure, Started
-from mlstream.streaming.reader import read_stream
+from mlstream.streaming.pool import StreamPool
+from mlstream.streaming.reader import read_stream, start_stream
 from mlstream.upstream import ProviderCall
 
 HANG_GUARD = 10.0  # seconds: only reached if the code under test hangs
@@ -357,3 +358,53 @@ def test_a_failure_on_a_full_channel_is_never_silently_dropped():
     read_stream(channel, call_of(lambda: response), decoder, 0.05)
     items = [channel.get(0) for _ in range(3)]
     assert channel.cancelled or isinstance(items[-1], Failure), f"items {items}: no terminal item"
+
+
+# --- start_stream: opened on the caller's thread when a worker is free -------------------
+
+
+def test_with_a_worker_free_the_call_is_opened_on_the_callers_thread_and_the_body_read_on_a_worker():
+    pool = StreamPool(1, 1)
+    channel = Channel(8)
+    threads: list[str] = []
+
+    def send():
+        threads.append(threading.current_thread().name)
+        return StubResponse([openai_chunk("hi") + DONE])
+
+    start_stream(pool, channel, call_of(send), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    assert threads == [threading.current_thread().name]
+    assert [channel.get(HANG_GUARD) for _ in range(3)] == [Started(200), Delta("hi"), Done(None, None)]
+    assert pool.wait_idle(HANG_GUARD)
+    pool.shutdown()
+
+
+def test_with_no_worker_free_the_whole_job_waits_in_the_pool():
+    pool = StreamPool(1, 1)
+    gate = threading.Event()
+    pool.submit(lambda: gate.wait(HANG_GUARD))       # the one worker is busy
+    channel = Channel(8)
+    threads: list[str] = []
+
+    def send():
+        threads.append(threading.current_thread().name)
+        return StubResponse([openai_chunk("hi") + DONE])
+
+    start_stream(pool, channel, call_of(send), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    assert threads == [] and pool.queued == 1       # nothing sent yet: it waits its turn
+    gate.set()
+    assert [channel.get(HANG_GUARD) for _ in range(3)] == [Started(200), Delta("hi"), Done(None, None)]
+    assert threads and threads[0].startswith("mlstream-reader")
+    assert pool.wait_idle(HANG_GUARD)
+    pool.shutdown()
+
+
+def test_a_refused_call_opened_on_the_callers_thread_ends_its_lease():
+    pool = StreamPool(1, 0)
+    channel = Channel(8)
+    start_stream(pool, channel, call_of(lambda: StubResponse(status=500)), OpenAIStreamDecoder(chat=True),
+                 HANG_GUARD)
+    item = channel.get(HANG_GUARD)
+    assert isinstance(item, Failure) and item.error.http_status == 502
+    assert pool.wait_idle(HANG_GUARD)
+    pool.shutdown()
