@@ -32,7 +32,7 @@ from .procs import (API_KEY, SEED_MESSAGES, STREAM_INTERFACE, Admin, Child, Proc
 
 SIDES = ("direct", "mlstream")
 SETTLE_SECONDS = 15.0       # longest wait for mlstream to finish streams between trials
-MAX_BATCH_EVENTS = 64       # mlstream/server/handler.py: events written per batch
+MAX_BATCH_EVENTS = 64       # mlstream/server/sse_writer.py: events written per batch
 READ_SIZE = 64 * 1024       # mlstream/streaming/reader.py: bytes asked of the upstream per read
 
 

@@ -269,8 +269,13 @@ class ProviderCall:
         between attempts and returns False if the caller went away meanwhile.
         Raises only MLStreamError.
         """
-        return send_with_retries(self._send, RetryPolicy.from_config(self._connector.client_config),
-                                 wait, self._on_retry)
+        try:
+            return send_with_retries(self._send, RetryPolicy.from_config(self._connector.client_config),
+                                     wait, self._on_retry)
+        except MLStreamError:
+            raise
+        except Exception as exc:  # e.g. draining a refused answer before a retry
+            raise translate_error(exc, self.url) from exc
 
     def read_body(self, response: urllib3.BaseHTTPResponse) -> bytes:
         """The whole (bounded) body; the connection goes back to the pool."""

@@ -298,3 +298,62 @@ def test_a_hand_over_after_shutdown_ends_the_lease(make_pool):
     with pytest.raises(Overloaded):
         pool.hand_over(lambda: None)
     assert counts(pool) == (0, 0)
+
+
+def test_leases_and_submits_under_churn_keep_every_bound():
+    """Bounded stress: callers that lease (open here, hand the rest over) or submit, a
+    monitor reading the counts. Never more running than workers, never more jobs on the
+    executor than it has threads (each job records how many run at that moment), every
+    admitted job runs exactly once."""
+    workers, backlog = 3, 4
+    pool = StreamPool(workers, backlog)
+    ran: list[int] = []
+    running = [0]
+    peak = [0]
+    lock = threading.Lock()
+    admitted = [0] * 4
+    snapshots: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def job(number: int):
+        def run():
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            ran.append(number)
+            with lock:
+                running[0] -= 1
+        return run
+
+    def caller(index: int) -> None:
+        for turn in range(150):
+            number = index * 1000 + turn
+            try:
+                if turn % 2 and pool.lease():
+                    pool.hand_over(job(number))
+                else:
+                    pool.submit(job(number))
+                admitted[index] += 1
+            except Overloaded:
+                pass
+
+    def monitor() -> None:
+        while not stop.is_set():
+            snapshots.append(counts(pool))
+
+    watcher = threading.Thread(target=monitor, daemon=True)
+    watcher.start()
+    callers = [threading.Thread(target=caller, args=(i,), daemon=True) for i in range(4)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join(HANG_GUARD)
+        assert not thread.is_alive()
+    assert pool.wait_idle(HANG_GUARD)
+    stop.set()
+    watcher.join(HANG_GUARD)
+    pool.shutdown()
+    assert all(0 <= active <= workers and 0 <= queued <= backlog for active, queued in snapshots)
+    assert peak[0] <= workers
+    assert sorted(ran) == sorted(set(ran)) and len(ran) == sum(admitted)
+    assert counts(pool) == (0, 0)
