@@ -12,6 +12,11 @@ internal it relies on.
 - ``escape_json_string``: ``json.encoder.encode_basestring``, json's C string
   escaper, is ``json.dumps(text)`` without its per-call setup; it runs once per
   relayed token.
+- ``body_ready``: whether a response's body has bytes to read at once, buffered with
+  its head by http.client's reader (``response._fp.fp``) or waiting in the kernel: a
+  non-blocking ``peek`` (the socket's timeout set to 0 for it). When they are, the
+  thread that opened the provider call reads them itself instead of waking a pool
+  worker to do it, two thread wake-ups less on the way to the first token.
 - ``start_thread_nowait``: ``_thread.start_new_thread`` starts a bare thread without
   waiting for it to run. ``threading.Thread.start`` waits, and with a thousand
   streams contending for the GIL that wait stalled the accept loop for seconds.
@@ -36,6 +41,23 @@ def raw_read1(response: Any) -> Callable[[int], bytes]:
     if encoding == "identity" and raw is not None and hasattr(raw, "read1"):
         return raw.read1
     return response.read1
+
+
+def body_ready(response: Any) -> bool:
+    """True if some of ``response``'s body can be read without waiting."""
+    reader = getattr(getattr(response, "_fp", None), "fp", None)  # http.client's BufferedReader
+    connection = getattr(response, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if reader is None or sock is None or not hasattr(reader, "peek"):
+        return False
+    timeout = sock.gettimeout()
+    try:
+        sock.settimeout(0.0)  # the raw read returns None instead of waiting
+        return bool(reader.peek(1))
+    except (OSError, ValueError):
+        return False
+    finally:
+        sock.settimeout(timeout)
 
 
 def start_thread_nowait(function: Callable[..., object], args: tuple[Any, ...]) -> None:

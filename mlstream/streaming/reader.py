@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import MLStreamError, Overloaded, ProtocolError, UpstreamError
 from ..providers.base import StreamDecoder
 from ..providers.events import Done, Failure, Started
+from ..speedups import body_ready
 from ..upstream import ProviderCall
 from .channel import Channel
 from .pool import StreamPool
@@ -46,17 +47,23 @@ def start_stream(pool: StreamPool, channel: Channel, call: ProviderCall, decoder
         return
     try:
         response = open_response(channel, call, stall_timeout)
+        if response is None:
+            pool.end_lease()
+            return
+        relay = BodyRelay(channel, call, decoder, stall_timeout, response)
+        # What already arrived (often the first events, with the head) is read here too.
+        more = relay.run(steps=1 if body_ready(response) else 0, here=True)
     except BaseException:
         pool.end_lease()
         raise
-    if response is None:
+    if not more:
         pool.end_lease()
         return
     try:
-        pool.hand_over(partial(relay_body, channel, call, decoder, stall_timeout, response))
+        pool.hand_over(relay.run)
     except Overloaded as error:  # shutting down
-        call.finish(response, reusable=False)
         channel.cancel(error)
+        relay.close()
 
 
 def read_stream(channel: Channel, call: ProviderCall, decoder: StreamDecoder, stall_timeout: float) -> None:
@@ -65,7 +72,7 @@ def read_stream(channel: Channel, call: ProviderCall, decoder: StreamDecoder, st
         return
     response = open_response(channel, call, stall_timeout)
     if response is not None:
-        relay_body(channel, call, decoder, stall_timeout, response)
+        BodyRelay(channel, call, decoder, stall_timeout, response).run()
 
 
 def open_response(channel: Channel, call: ProviderCall, stall_timeout: float) -> Any:
@@ -77,41 +84,74 @@ def open_response(channel: Channel, call: ProviderCall, stall_timeout: float) ->
         return None
 
 
-def relay_body(channel: Channel, call: ProviderCall, decoder: StreamDecoder, stall_timeout: float,
-               response: Any) -> None:
-    """From the provider's headers to the end of its body; the connection is then
-    given back to the pool (read cleanly) or closed."""
-    completed = False
-    try:
+class BodyRelay:
+    """A response, from its headers to the end of its body, onto the channel, a read
+    at a time. When it is over the connection is given back to the pool (read
+    cleanly) or closed."""
+
+    def __init__(self, channel: Channel, call: ProviderCall, decoder: StreamDecoder, stall_timeout: float,
+                 response: Any) -> None:
+        self._channel = channel
+        self._call = call
+        self._decoder = decoder
+        self._stall = stall_timeout
+        self._response = response
+        self._read: Any = None  # set once the headers were accepted and Started put
+        self._first = True      # the next item is the stream's first after Started
+        self._completed = False
+
+    def run(self, steps: int | None = None, *, here: bool = False) -> bool:
+        """Read until the stream is over, or ``steps`` reads (0: only its start); True if
+        it is not over yet. ``here``: on the writer's own thread (then the first item
+        is not handed over: nobody would take it while this thread puts it)."""
+        try:
+            over = self._read is None and not self._begin()
+            taken = 0
+            while not over and (steps is None or taken < steps):
+                over = not self._step(here)
+                taken += 1
+        except ProtocolError as error:
+            self._fail(UpstreamError(f"the provider's stream is malformed: {error.reason}"))
+            over = True
+        except Exception as exc:  # noqa: BLE001 - a read error (already ours) or a decoder bug
+            self._fail(exc if isinstance(exc, MLStreamError) else self._call.failure(exc))
+            over = True
+        if over:
+            self.close()
+        return not over
+
+    def close(self) -> None:
+        self._channel.detach_upstream()
+        self._call.finish(self._response, reusable=self._completed and not self._channel.cancelled)
+
+    def _begin(self) -> bool:
+        channel, response = self._channel, self._response
         if not channel.attach_upstream(response):
-            return
+            return False
         if response.status >= 300:
-            _put(channel, Failure(call.error(response)), stall_timeout)
-            return
-        if not _put(channel, Started(response.status), stall_timeout):
-            return
-        read = call.body_reader(response)
-        first = True
-        while True:
-            data = read(READ_SIZE)
-            items = decoder.feed(data) if data else decoder.finish()
-            for item in items:
-                if not _put(channel, item, stall_timeout, hand_over=first):
-                    return
-                first = False
-                if isinstance(item, (Done, Failure)):
-                    completed = isinstance(item, Done)
-                    return
-            if not data:
-                return
-    except ProtocolError as error:
-        _put(channel, Failure(UpstreamError(f"the provider's stream is malformed: {error.reason}")), stall_timeout)
-    except Exception as exc:  # noqa: BLE001 - a read error (already ours) or a decoder bug
-        if not channel.cancelled:
-            _put(channel, Failure(exc if isinstance(exc, MLStreamError) else call.failure(exc)), stall_timeout)
-    finally:
-        channel.detach_upstream()
-        call.finish(response, reusable=completed and not channel.cancelled)
+            _put(channel, Failure(self._call.error(response)), self._stall)
+            return False
+        if not _put(channel, Started(response.status), self._stall):
+            return False
+        self._read = self._call.body_reader(response)
+        return True
+
+    def _step(self, here: bool) -> bool:
+        """One read, decoded and put; False when the stream is over."""
+        data = self._read(READ_SIZE)
+        items = self._decoder.feed(data) if data else self._decoder.finish()
+        for item in items:
+            if not _put(self._channel, item, self._stall, hand_over=self._first and not here):
+                return False
+            self._first = False
+            if isinstance(item, (Done, Failure)):
+                self._completed = isinstance(item, Done)
+                return False
+        return bool(data)
+
+    def _fail(self, error: MLStreamError) -> None:
+        if not self._channel.cancelled:
+            _put(self._channel, Failure(error), self._stall)
 
 
 def _put(channel: Channel, item: object, stall_timeout: float, *, hand_over: bool = False) -> bool:

@@ -408,3 +408,37 @@ def test_a_refused_call_opened_on_the_callers_thread_ends_its_lease():
     assert isinstance(item, Failure) and item.error.http_status == 502
     assert pool.wait_idle(HANG_GUARD)
     pool.shutdown()
+
+
+def test_what_arrived_with_the_head_is_read_on_the_callers_thread():
+    """A real response over a socket pair: the first events came with the head, so the
+    caller (the writer's thread) puts them itself; the rest is read on a worker."""
+    import http.client
+    import socket
+
+    import urllib3
+
+    ours, theirs = socket.socketpair()
+    theirs.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   + b"%x\r\n%b\r\n" % (len(openai_chunk("first")), openai_chunk("first")))
+    inner = http.client.HTTPResponse(ours)
+    inner.begin()
+
+    class Response(urllib3.HTTPResponse):
+        def shutdown(self):  # what channel.cancel calls; a socket pair needs no more
+            pass
+
+    response = Response(body=inner, headers=dict(inner.getheaders()), status=200, preload_content=False,
+                        original_response=inner)
+    response._connection = type("Connection", (), {"sock": ours})()
+    pool = StreamPool(1, 0)
+    channel = Channel(8)
+    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    assert channel.get_nowait() == Started(200)      # already there: put by this thread
+    assert channel.get_nowait() == Delta("first")
+    theirs.sendall(b"%x\r\n%b\r\n0\r\n\r\n" % (len(DONE), DONE))
+    assert channel.get(HANG_GUARD) == Done(None, None)  # read by the worker it was handed to
+    assert pool.wait_idle(HANG_GUARD)
+    pool.shutdown()
+    ours.close()
+    theirs.close()

@@ -9,7 +9,7 @@ import threading
 
 import urllib3
 
-from mlstream.speedups import escape_json_string, raw_read1, start_thread_nowait
+from mlstream.speedups import body_ready, escape_json_string, raw_read1, start_thread_nowait
 
 HANG_GUARD = 10.0
 
@@ -54,3 +54,27 @@ def test_start_thread_nowait_runs_the_function_in_another_thread() -> None:
     seen: list[int] = []
     start_thread_nowait(lambda a, b: (seen.append(a + b), ran.set()), (2, 3))
     assert ran.wait(HANG_GUARD) and seen == [5]
+
+
+def test_body_ready_sees_bytes_buffered_with_the_head_and_never_waits() -> None:
+    response, sock = response_over(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    response._connection = type("Connection", (), {"sock": sock})()
+    timeout = sock.gettimeout()
+    assert body_ready(response) and sock.gettimeout() == timeout
+    assert raw_read1(response)(64) == b"hello"  # nothing was consumed by the look
+
+
+def test_body_ready_is_false_without_waiting_when_nothing_came_yet() -> None:
+    ours, theirs = socket.socketpair()
+    ours.settimeout(HANG_GUARD)  # a blocking peek would wait this long
+    theirs.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    inner = http.client.HTTPResponse(ours)
+    inner.begin()
+    response = urllib3.HTTPResponse(body=inner, headers=dict(inner.getheaders()), status=200,
+                                    preload_content=False, original_response=inner)
+    response._connection = type("Connection", (), {"sock": ours})()
+    assert not body_ready(response) and ours.gettimeout() == HANG_GUARD
+    theirs.sendall(b"2\r\nhi\r\n")
+    assert body_ready(response)  # a socket pair delivers at once
+    ours.close()
+    theirs.close()
