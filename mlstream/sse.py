@@ -16,6 +16,11 @@ from mlstream.errors import ProtocolError
 __all__ = ["SSEEvent", "SSEDecoder", "encode_data", "encode_comment"]
 
 _BOM = b"\xef\xbb\xbf"
+# The framing of a one-line data event: b"data: " + payload + b"\n\n". A writer whose
+# payload is always one line (JSON text never holds a raw line break) may put these
+# around it itself, as encode_data's fast path does.
+DATA_FIELD = b"data: "
+EVENT_END = b"\n\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +51,7 @@ def encode_data(data: str | bytes) -> bytes:
         data = data.encode("utf-8", "replace")
     # Hot path: once per relayed token, whose JSON is always one line: one concatenation.
     if b"\n" not in data and b"\r" not in data:
-        return b"data: " + data + b"\n\n"
+        return DATA_FIELD + data + EVENT_END
     lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
     return b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
 

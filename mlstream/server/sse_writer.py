@@ -19,9 +19,9 @@ from typing import Any, Callable
 from ..errors import ClientGone, MLStreamError
 from ..providers.events import Delta, Done, Failure, Started, StreamItem
 from ..speedups import escape_json_string
-from ..sse import encode_comment, encode_data
+from ..sse import DATA_FIELD, EVENT_END, encode_comment, encode_data
 from ..streaming.channel import Channel
-from .responses import json_bytes, utf8
+from .responses import json_bytes
 
 # Events already queued are written together (each still its own HTTP chunk), so a
 # fast provider costs one syscall per batch instead of one per token.
@@ -30,15 +30,18 @@ MAX_BATCH_EVENTS = 64
 HEARTBEAT = encode_comment("ping")
 LAST_CHUNK = b"0\r\n\r\n"
 
-# The envelope around a token never changes: built by concatenation around the
-# escaped text, once per relayed token.
-_CONTENT_HEAD = b'{"inference_results":[{"output":[{"name":"response","dataAsMap":{"content":'
-_CONTENT_TAIL = b',"is_last":false}}]}]}'
+# The event around a token never changes: the envelope and the SSE data framing
+# (``sse``'s, for a one-line payload: escaped JSON never holds a raw line break) are
+# put around the escaped text in one concatenation, once per relayed token.
+_CONTENT_HEAD = DATA_FIELD + b'{"inference_results":[{"output":[{"name":"response","dataAsMap":{"content":'
+_CONTENT_TAIL = b',"is_last":false}}]}]}' + EVENT_END
 
 
 def content_event(content: Any) -> bytes:
     text = escape_json_string(content) if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    return encode_data(_CONTENT_HEAD + utf8(text) + _CONTENT_TAIL)
+    # backslashreplace: a lone surrogate can only sit in a JSON string, where it
+    # writes exactly its JSON escape back (responses.utf8).
+    return _CONTENT_HEAD + text.encode("utf-8", "backslashreplace") + _CONTENT_TAIL
 
 
 def last_event(finish_reason: str | None, usage: dict[str, int] | None) -> bytes:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlstream.errors import ClientGone, UpstreamError
 from mlstream.providers.events import Delta, Done, Failure, Started
 from mlstream.server.sse_writer import (HEARTBEAT, LAST_CHUNK, SSEWriter, chunk, content_event, error_event,
                                         first_item, last_event, stream_head)
-from mlstream.sse import SSEDecoder
+from mlstream.server.responses import json_bytes
+from mlstream.sse import SSEDecoder, encode_data
 from mlstream.streaming.channel import Channel
 
 ENVELOPE = b'data: {"inference_results":[{"output":[{"name":"response","dataAsMap":%b}]}]}\n\n'
@@ -90,3 +93,17 @@ def test_first_item_is_the_status_and_the_item_after_started() -> None:
     channel.put(Failure(UpstreamError("throttled", upstream_status=429)), 0)
     item, status = first_item(channel, 5.0)
     assert status == 201 and isinstance(item, Failure)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_the_token_fast_path_is_sse_encode_data_of_the_envelope(text: str) -> None:
+    """content_event puts sse's one-line framing around the JSON itself: the same bytes
+    encode_data makes of the envelope, and a decoder gets the text back."""
+    envelope = {"inference_results": [{"output": [{"name": "response",
+                                                    "dataAsMap": {"content": text, "is_last": False}}]}]}
+    assert content_event(text) == encode_data(json_bytes(envelope))
+    decoded = SSEDecoder().feed(content_event(text))
+    assert len(decoded) == 1
+    assert json.loads(decoded[0].data)["inference_results"][0]["output"][0]["dataAsMap"]["content"] == text \
+        or any(0xD800 <= ord(c) <= 0xDFFF for c in text)  # lone surrogates cannot round-trip through UTF-8
