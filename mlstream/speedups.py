@@ -13,10 +13,11 @@ internal it relies on.
   escaper, is ``json.dumps(text)`` without its per-call setup; it runs once per
   relayed token.
 - ``body_ready``: whether a response's body has bytes to read at once, buffered with
-  its head by http.client's reader (``response._fp.fp``) or waiting in the kernel: a
-  non-blocking ``peek`` (the socket's timeout set to 0 for it). When they are, the
-  thread that opened the provider call reads them itself instead of waking a pool
-  worker to do it, two thread wake-ups less on the way to the first token.
+  its head by http.client's reader (``response._fp.fp``) or waiting in the kernel (a
+  non-blocking ``peek``: the socket's timeout set to 0 for it), or within a short wait
+  on the socket. When they are, the thread that opened the provider call reads them
+  itself instead of waking a pool worker to do it: two thread wake-ups less on the
+  way to the first token.
 - ``start_thread_nowait``: ``_thread.start_new_thread`` starts a bare thread without
   waiting for it to run. ``threading.Thread.start`` waits, and with a thousand
   streams contending for the GIL that wait stalled the accept loop for seconds.
@@ -28,6 +29,7 @@ command line sets them once at start-up (``cli.tune_process``).
 from __future__ import annotations
 
 import _thread
+import select
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Callable
 
@@ -43,13 +45,24 @@ def raw_read1(response: Any) -> Callable[[int], bytes]:
     return response.read1
 
 
-def body_ready(response: Any) -> bool:
-    """True if some of ``response``'s body can be read without waiting."""
+def body_ready(response: Any, wait: float = 0.0) -> bool:
+    """True if some of ``response``'s body can be read without waiting, after at most
+    ``wait`` seconds for it to arrive (False at once at its end, or when shut down)."""
     reader = getattr(getattr(response, "_fp", None), "fp", None)  # http.client's BufferedReader
     connection = getattr(response, "connection", None)
     sock = getattr(connection, "sock", None)
     if reader is None or sock is None or not hasattr(reader, "peek"):
         return False
+    if _peek_now(reader, sock):
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], wait) if wait > 0 else ([], [], [])
+    except (OSError, ValueError):
+        return False
+    return bool(readable) and _peek_now(reader, sock)
+
+
+def _peek_now(reader: Any, sock: Any) -> bool:
     timeout = sock.gettimeout()
     try:
         sock.settimeout(0.0)  # the raw read returns None instead of waiting

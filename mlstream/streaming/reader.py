@@ -37,6 +37,11 @@ READ_SIZE = 64 * 1024
 # How long the reader waits for the writer to take a stream's first token before it
 # decodes on (channel.hand_over); only ever reached when the writer is busy elsewhere.
 HAND_OVER_SECONDS = 0.005
+# How long the thread that opened a provider call waits for the body's first bytes
+# before it hands the reading to a worker: providers send their first event within
+# milliseconds of their head, and this thread has nothing else to do meanwhile (the
+# status line is held for the first event anyway).
+FIRST_BYTES_WAIT_SECONDS = 0.05
 
 
 def start_stream(pool: StreamPool, channel: Channel, call: ProviderCall, decoder: StreamDecoder,
@@ -51,8 +56,10 @@ def start_stream(pool: StreamPool, channel: Channel, call: ProviderCall, decoder
             pool.end_lease()
             return
         relay = BodyRelay(channel, call, decoder, stall_timeout, response)
-        # What already arrived (often the first events, with the head) is read here too.
-        more = relay.run(steps=1 if body_ready(response) else 0, here=True)
+        more = relay.run(steps=0, here=True)  # the head: attached (cancel wakes what follows), Started put
+        # The first bytes (often with the head already) are read here too, if they come soon.
+        if more and body_ready(response, FIRST_BYTES_WAIT_SECONDS):
+            more = relay.run(steps=1, here=True)
     except BaseException:
         pool.end_lease()
         raise

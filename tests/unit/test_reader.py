@@ -442,3 +442,40 @@ def test_what_arrived_with_the_head_is_read_on_the_callers_thread():
     pool.shutdown()
     ours.close()
     theirs.close()
+
+
+def test_first_bytes_that_follow_the_head_soon_are_read_on_the_callers_thread(monkeypatch):
+    import http.client
+    import socket
+
+    import urllib3
+
+    from mlstream.streaming import reader
+
+    monkeypatch.setattr(reader, "FIRST_BYTES_WAIT_SECONDS", HANG_GUARD)  # "soon": whenever they come
+    ours, theirs = socket.socketpair()
+    theirs.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")  # the head alone
+    inner = http.client.HTTPResponse(ours)
+    inner.begin()
+
+    class Response(urllib3.HTTPResponse):
+        def shutdown(self):
+            pass
+
+    response = Response(body=inner, headers=dict(inner.getheaders()), status=200, preload_content=False,
+                        original_response=inner)
+    response._connection = type("Connection", (), {"sock": ours})()
+    later = threading.Thread(target=lambda: theirs.sendall(
+        b"%x\r\n%b\r\n" % (len(openai_chunk("first")), openai_chunk("first"))), daemon=True)
+    pool = StreamPool(1, 0)
+    channel = Channel(8)
+    later.start()
+    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    assert channel.get_nowait() == Started(200)
+    assert channel.get_nowait() == Delta("first")     # waited for and read by this thread
+    theirs.sendall(b"%x\r\n%b\r\n0\r\n\r\n" % (len(DONE), DONE))
+    assert channel.get(HANG_GUARD) == Done(None, None)
+    assert pool.wait_idle(HANG_GUARD)
+    pool.shutdown()
+    ours.close()
+    theirs.close()
