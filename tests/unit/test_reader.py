@@ -410,17 +410,16 @@ def test_a_refused_call_opened_on_the_callers_thread_ends_its_lease():
     pool.shutdown()
 
 
-def test_what_arrived_with_the_head_is_read_on_the_callers_thread():
-    """A real response over a socket pair: the first events came with the head, so the
-    caller (the writer's thread) puts them itself; the rest is read on a worker."""
+def response_over_a_socket_pair(first: bytes):
+    """A real urllib3 response read from a socket pair, ``first`` sent already (the head
+    and maybe more); returns (response, our socket, the provider's socket)."""
     import http.client
     import socket
 
     import urllib3
 
     ours, theirs = socket.socketpair()
-    theirs.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                   + b"%x\r\n%b\r\n" % (len(openai_chunk("first")), openai_chunk("first")))
+    theirs.sendall(first)
     inner = http.client.HTTPResponse(ours)
     inner.begin()
 
@@ -431,51 +430,48 @@ def test_what_arrived_with_the_head_is_read_on_the_callers_thread():
     response = Response(body=inner, headers=dict(inner.getheaders()), status=200, preload_content=False,
                         original_response=inner)
     response._connection = type("Connection", (), {"sock": ours})()
-    pool = StreamPool(1, 0)
-    channel = Channel(8)
-    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
-    assert channel.get_nowait() == Started(200)      # already there: put by this thread
-    assert channel.get_nowait() == Delta("first")
-    theirs.sendall(b"%x\r\n%b\r\n0\r\n\r\n" % (len(DONE), DONE))
-    assert channel.get(HANG_GUARD) == Done(None, None)  # read by the worker it was handed to
+    return response, ours, theirs
+
+
+def chunk_of(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def finish_and_check(pool, channel, ours, theirs) -> None:
+    """The rest, read by the worker the stream was handed to."""
+    theirs.sendall(chunk_of(DONE) + b"0\r\n\r\n")
+    assert channel.get(HANG_GUARD) == Done(None, None)
     assert pool.wait_idle(HANG_GUARD)
     pool.shutdown()
     ours.close()
     theirs.close()
 
 
+def test_what_arrived_with_the_head_is_read_on_the_callers_thread():
+    """The first events came with the head, so the caller (the writer's thread) puts
+    them itself; the rest is read on a worker."""
+    response, ours, theirs = response_over_a_socket_pair(HEAD + chunk_of(openai_chunk("first")))
+    pool = StreamPool(1, 0)
+    channel = Channel(8)
+    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    assert channel.get_nowait() == Started(200)      # already there: put by this thread
+    assert channel.get_nowait() == Delta("first")
+    finish_and_check(pool, channel, ours, theirs)
+
+
 def test_first_bytes_that_follow_the_head_soon_are_read_on_the_callers_thread(monkeypatch):
-    import http.client
-    import socket
-
-    import urllib3
-
     from mlstream.streaming import reader
 
     monkeypatch.setattr(reader, "FIRST_BYTES_WAIT_SECONDS", HANG_GUARD)  # "soon": whenever they come
-    ours, theirs = socket.socketpair()
-    theirs.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")  # the head alone
-    inner = http.client.HTTPResponse(ours)
-    inner.begin()
-
-    class Response(urllib3.HTTPResponse):
-        def shutdown(self):
-            pass
-
-    response = Response(body=inner, headers=dict(inner.getheaders()), status=200, preload_content=False,
-                        original_response=inner)
-    response._connection = type("Connection", (), {"sock": ours})()
-    later = threading.Thread(target=lambda: theirs.sendall(
-        b"%x\r\n%b\r\n" % (len(openai_chunk("first")), openai_chunk("first"))), daemon=True)
+    response, ours, theirs = response_over_a_socket_pair(HEAD)  # the head alone
+    later = threading.Thread(target=lambda: theirs.sendall(chunk_of(openai_chunk("first"))), daemon=True)
     pool = StreamPool(1, 0)
     channel = Channel(8)
     later.start()
     start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
     assert channel.get_nowait() == Started(200)
     assert channel.get_nowait() == Delta("first")     # waited for and read by this thread
-    theirs.sendall(b"%x\r\n%b\r\n0\r\n\r\n" % (len(DONE), DONE))
-    assert channel.get(HANG_GUARD) == Done(None, None)
-    assert pool.wait_idle(HANG_GUARD)
-    pool.shutdown()
-    ours.close()
-    theirs.close()
+    finish_and_check(pool, channel, ours, theirs)
