@@ -106,6 +106,10 @@ class BodyRelay:
         self._read: Any = None  # set once the headers were accepted and Started put
         self._first = True      # the next item is the stream's first after Started
         self._completed = False
+        # Items decoded on the writer's thread that did not fit: that thread must never
+        # wait for room in its own channel, so the worker puts them first.
+        self._pending: list[Any] = []
+        self._pending_data = b""
 
     def run(self, steps: int | None = None, *, here: bool = False) -> bool:
         """Read until the stream is over, or ``steps`` reads (0: only its start); True if
@@ -144,11 +148,22 @@ class BodyRelay:
         return True
 
     def _step(self, here: bool) -> bool:
-        """One read, decoded and put; False when the stream is over."""
-        data = self._read(READ_SIZE)
-        items = self._decoder.feed(data) if data else self._decoder.finish()
-        for item in items:
-            if not _put(self._channel, item, self._stall, hand_over=self._first and not here):
+        """One read, decoded and put; False when the stream is over. ``here`` (on the
+        writer's thread): put without waiting, and keep what does not fit for later."""
+        if self._pending:
+            items, data = self._pending, self._pending_data
+            self._pending = []
+        else:
+            data = self._read(READ_SIZE)
+            items = self._decoder.feed(data) if data else self._decoder.finish()
+        for index, item in enumerate(items):
+            if here:
+                if not self._channel.put(item, 0):
+                    if self._channel.cancelled:
+                        return False
+                    self._pending, self._pending_data = items[index:], data
+                    return True
+            elif not _put(self._channel, item, self._stall, hand_over=self._first):
                 return False
             self._first = False
             if isinstance(item, (Done, Failure)):

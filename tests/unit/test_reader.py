@@ -475,3 +475,17 @@ def test_first_bytes_that_follow_the_head_soon_are_read_on_the_callers_thread(mo
     assert channel.get_nowait() == Started(200)
     assert channel.get_nowait() == Delta("first")     # waited for and read by this thread
     finish_and_check(pool, channel, ours, theirs)
+
+
+def test_a_burst_larger_than_the_channel_read_on_the_callers_thread_never_waits_for_room():
+    """The writer's own thread must not wait for room in its own channel: what does not
+    fit is put by the worker, in order, as the writer makes room."""
+    burst = b"".join(openai_chunk(f"t{i}") for i in range(5))
+    response, ours, theirs = response_over_a_socket_pair(HEAD + chunk_of(burst))  # one HTTP chunk, 5 events
+    pool = StreamPool(1, 0)
+    channel = Channel(2)  # Started and one token fit
+    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    got = [channel.get(HANG_GUARD) for _ in range(6)]
+    assert got == [Started(200)] + [Delta(f"t{i}") for i in range(5)]
+    assert not channel.cancelled
+    finish_and_check(pool, channel, ours, theirs)
