@@ -122,11 +122,9 @@ class BodyRelay:
                 over = not self._step(here)
                 taken += 1
         except ProtocolError as error:
-            self._fail(UpstreamError(f"the provider's stream is malformed: {error.reason}"))
-            over = True
+            over = self._fail(UpstreamError(f"the provider's stream is malformed: {error.reason}"), here)
         except Exception as exc:  # noqa: BLE001 - a read error (already ours) or a decoder bug
-            self._fail(exc if isinstance(exc, MLStreamError) else self._call.failure(exc))
-            over = True
+            over = self._fail(exc if isinstance(exc, MLStreamError) else self._call.failure(exc), here)
         if over:
             self.close()
         return not over
@@ -171,9 +169,19 @@ class BodyRelay:
                 return False
         return bool(data)
 
-    def _fail(self, error: MLStreamError) -> None:
-        if not self._channel.cancelled:
-            _put(self._channel, Failure(error), self._stall)
+    def _fail(self, error: MLStreamError, here: bool) -> bool:
+        """Put the stream's final Failure; False if it must wait for the worker (``here``,
+        and no room: the writer's thread never waits on its own channel)."""
+        channel = self._channel
+        if channel.cancelled:
+            return True
+        if not here:
+            _put(channel, Failure(error), self._stall)
+            return True
+        if channel.put(Failure(error), 0) or channel.cancelled:
+            return True
+        self._pending, self._pending_data = [Failure(error)], b""
+        return False
 
 
 def _put(channel: Channel, item: object, stall_timeout: float, *, hand_over: bool = False) -> bool:

@@ -489,3 +489,17 @@ def test_a_burst_larger_than_the_channel_read_on_the_callers_thread_never_waits_
     assert got == [Started(200)] + [Delta(f"t{i}") for i in range(5)]
     assert not channel.cancelled
     finish_and_check(pool, channel, ours, theirs)
+
+
+def test_a_failure_read_on_the_callers_thread_with_no_room_is_put_by_the_worker():
+    response, ours, theirs = response_over_a_socket_pair(HEAD + b"zz\r\n")  # a broken chunk size
+    pool = StreamPool(1, 0)
+    channel = Channel(1)  # Started fills it
+    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    assert channel.get(HANG_GUARD) == Started(200)
+    item = channel.get(HANG_GUARD)
+    assert isinstance(item, Failure) and isinstance(item.error, UpstreamError)
+    assert pool.wait_idle(HANG_GUARD)
+    pool.shutdown()
+    ours.close()
+    theirs.close()
