@@ -50,6 +50,17 @@ def start_serve(data_dir: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     return process, line.split()[-1]
 
 
+def terminate(process: subprocess.Popen) -> None:
+    """SIGTERM, then wait for the exit; killed (and reaped) if it does not come."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=HANG_GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=HANG_GUARD)
+
+
 def stop_serve(process: subprocess.Popen) -> str:
     process.send_signal(signal.SIGTERM)
     try:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import http.client
 import os
-import signal
 import subprocess
 import threading
 
 from mlstream.logs import MAX_QUEUED_LINES
 
 from .conftest import HANG_GUARD
-from .helpers import MLSTREAM
+from .helpers import MLSTREAM, terminate
 
 
 
@@ -47,16 +46,12 @@ def test_requests_are_answered_while_stderr_is_a_pipe_nobody_reads(tmp_path):
         assert dropped > 0
         conn.close()
     finally:
-        process.send_signal(signal.SIGTERM)
-        # Now drain the pipe (until the process closes it), so its exit can flush.
+        # Drain the pipe from now on (until the process closes it), so its exit can flush.
         drain = threading.Thread(target=lambda: all(iter(lambda: os.read(read_end, 1 << 16), b"")), daemon=True)
         drain.start()
         try:
-            process.wait(timeout=HANG_GUARD)
+            terminate(process)
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=HANG_GUARD)
             drain.join(HANG_GUARD)
             os.close(read_end)
     assert process.returncode == 0

@@ -7,7 +7,6 @@ import json
 import logging
 import re
 import secrets
-import signal
 import subprocess
 import threading
 from datetime import datetime
@@ -20,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario
 
 from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, open_stream, openai_connector, raw_request, stream_body
-from .helpers import MLSTREAM
+from .helpers import MLSTREAM, terminate
 
 PREDICT_ROUTE = "/_plugins/_ml/models/{model_id}/_predict"
 STREAM_ROUTE = "/_plugins/_ml/models/{model_id}/_predict/stream"
@@ -84,13 +83,9 @@ def start_serve(data_dir: Path, stderr_path: Path, *extra: str) -> tuple[subproc
 
 
 def stop_serve(process: subprocess.Popen, stderr: Any) -> None:
-    process.send_signal(signal.SIGTERM)
     try:
-        process.wait(timeout=HANG_GUARD)
+        terminate(process)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=HANG_GUARD)
         stderr.close()
     assert process.returncode == 0
 

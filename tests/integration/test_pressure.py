@@ -63,13 +63,11 @@ def dataasmap(event: dict) -> dict:
 # them (/proc/net/tcp) and subtracts them, and looks at the channel itself.
 
 def stream_channel(server) -> Channel:
-    """The one open stream's channel. White-box: InFlight only exposes a count."""
-    channels: list[Channel] = []
-
-    def found() -> bool:
-        channels[:] = list(server.app.in_flight._channels)
-        return len(channels) == 1
-    assert poll_until(found, HANG_GUARD), channels
+    """The one open stream's channel (registered before its reader starts, so there once
+    the pool counts it running). White-box: InFlight only exposes a count."""
+    assert server.app.pool.wait_until(lambda pool: pool.active == 1, HANG_GUARD)
+    channels = list(server.app.in_flight._channels)
+    assert len(channels) == 1, channels
     return channels[0]
 
 
@@ -79,7 +77,8 @@ def held_in_channel(channel: Channel) -> int:
 
 
 def poll_until(predicate, timeout: float, interval: float = 0.01) -> bool:
-    """For state with no condition to wait on: check every ``interval`` until true or ``timeout``."""
+    """For state nothing signals (a queue's length, the kernel's socket queues): check
+    every ``interval`` until true or ``timeout``."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() >= deadline:

@@ -363,15 +363,19 @@ def test_a_failure_on_a_full_channel_is_never_silently_dropped():
 # --- start_stream: opened on the caller's thread when a worker is free -------------------
 
 
+def recording_send(threads: list[str]):
+    """A send that records the thread it runs on and answers one token and [DONE]."""
+    def send():
+        threads.append(threading.current_thread().name)
+        return StubResponse([openai_chunk("hi") + DONE])
+    return send
+
+
 def test_with_a_worker_free_the_call_is_opened_on_the_callers_thread_and_the_body_read_on_a_worker():
     pool = StreamPool(1, 1)
     channel = Channel(8)
     threads: list[str] = []
-
-    def send():
-        threads.append(threading.current_thread().name)
-        return StubResponse([openai_chunk("hi") + DONE])
-
+    send = recording_send(threads)
     start_stream(pool, channel, call_of(send), OpenAIStreamDecoder(chat=True), HANG_GUARD)
     assert threads == [threading.current_thread().name]
     assert [channel.get(HANG_GUARD) for _ in range(3)] == [Started(200), Delta("hi"), Done(None, None)]
@@ -385,11 +389,7 @@ def test_with_no_worker_free_the_whole_job_waits_in_the_pool():
     pool.submit(lambda: gate.wait(HANG_GUARD))       # the one worker is busy
     channel = Channel(8)
     threads: list[str] = []
-
-    def send():
-        threads.append(threading.current_thread().name)
-        return StubResponse([openai_chunk("hi") + DONE])
-
+    send = recording_send(threads)
     start_stream(pool, channel, call_of(send), OpenAIStreamDecoder(chat=True), HANG_GUARD)
     assert threads == [] and pool.queued == 1       # nothing sent yet: it waits its turn
     gate.set()
