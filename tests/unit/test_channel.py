@@ -411,12 +411,14 @@ def test_many_cancels_racing_a_blocked_put_and_get():
 
 def test_hand_over_returns_once_the_writer_took_the_item():
     channel = Channel(4)
-    got = []
-    writer = threading.Thread(target=lambda: got.append(channel.get(HANG_GUARD)), daemon=True)
-    writer.start()
-    assert channel.hand_over(Delta("first"), HANG_GUARD, HANG_GUARD)  # returns when taken, not at the wait's end
-    writer.join(HANG_GUARD)
-    assert got == [Delta("first")]
+    returned = []
+    # A wait far past the hang guard: only the writer taking the item can end it in time.
+    reader = threading.Thread(target=lambda: returned.append(channel.hand_over(Delta("first"), HANG_GUARD, 60)),
+                              daemon=True)
+    reader.start()
+    assert channel.get(HANG_GUARD) == Delta("first")
+    reader.join(HANG_GUARD)
+    assert not reader.is_alive() and returned == [True]
 
 
 def test_hand_over_to_a_writer_that_is_not_reading_waits_only_its_bound():

@@ -410,6 +410,18 @@ def test_a_refused_call_opened_on_the_callers_thread_ends_its_lease():
     pool.shutdown()
 
 
+_PAIRS: list = []
+
+
+@pytest.fixture(autouse=True)
+def _close_socket_pairs():
+    """Close every socket pair a test opened, also when it failed: a worker blocked on
+    the provider's side would otherwise keep the test process alive."""
+    yield
+    while _PAIRS:
+        _PAIRS.pop().close()
+
+
 def response_over_a_socket_pair(first: bytes):
     """A real urllib3 response read from a socket pair, ``first`` sent already (the head
     and maybe more); returns (response, our socket, the provider's socket)."""
@@ -419,6 +431,7 @@ def response_over_a_socket_pair(first: bytes):
     import urllib3
 
     ours, theirs = socket.socketpair()
+    _PAIRS.extend((theirs, ours))
     theirs.sendall(first)
     inner = http.client.HTTPResponse(ours)
     inner.begin()
@@ -440,6 +453,18 @@ def chunk_of(data: bytes) -> bytes:
 HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
+class RecordingDecoder(OpenAIStreamDecoder):
+    """The real decoder, noting the thread of each feed (who read the provider's bytes)."""
+
+    def __init__(self) -> None:
+        super().__init__(chat=True)
+        self.fed_on: list[str] = []
+
+    def feed(self, data):
+        self.fed_on.append(threading.current_thread().name)
+        return super().feed(data)
+
+
 def finish_and_check(pool, channel, ours, theirs) -> None:
     """The rest, read by the worker the stream was handed to."""
     theirs.sendall(chunk_of(DONE) + b"0\r\n\r\n")
@@ -456,7 +481,9 @@ def test_what_arrived_with_the_head_is_read_on_the_callers_thread():
     response, ours, theirs = response_over_a_socket_pair(HEAD + chunk_of(openai_chunk("first")))
     pool = StreamPool(1, 0)
     channel = Channel(8)
-    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    decoder = RecordingDecoder()
+    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    assert decoder.fed_on == [threading.current_thread().name]
     assert channel.get_nowait() == Started(200)      # already there: put by this thread
     assert channel.get_nowait() == Delta("first")
     finish_and_check(pool, channel, ours, theirs)
@@ -467,13 +494,36 @@ def test_first_bytes_that_follow_the_head_soon_are_read_on_the_callers_thread(mo
 
     monkeypatch.setattr(reader, "FIRST_BYTES_WAIT_SECONDS", HANG_GUARD)  # "soon": whenever they come
     response, ours, theirs = response_over_a_socket_pair(HEAD)  # the head alone
-    later = threading.Thread(target=lambda: theirs.sendall(chunk_of(openai_chunk("first"))), daemon=True)
+    sender = threading.Thread(target=lambda: theirs.sendall(chunk_of(openai_chunk("first"))), daemon=True)
+
+    class SendAfterTheFirstLook:
+        """The connection's socket as body_ready sees it: the provider sends its first
+        bytes only once the first non-blocking look found none (its timeout restored),
+        so they can only be met by the wait."""
+
+        def __init__(self) -> None:
+            self.settings = 0
+
+        def fileno(self) -> int:
+            return ours.fileno()
+
+        def gettimeout(self):
+            return ours.gettimeout()
+
+        def settimeout(self, value) -> None:
+            ours.settimeout(value)
+            self.settings += 1
+            if self.settings == 2:
+                sender.start()
+
+    response._connection = type("Connection", (), {"sock": SendAfterTheFirstLook()})()
     pool = StreamPool(1, 0)
     channel = Channel(8)
-    later.start()
-    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    decoder = RecordingDecoder()
+    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    assert decoder.fed_on == [threading.current_thread().name]  # waited for and read by this thread
     assert channel.get_nowait() == Started(200)
-    assert channel.get_nowait() == Delta("first")     # waited for and read by this thread
+    assert channel.get_nowait() == Delta("first")
     finish_and_check(pool, channel, ours, theirs)
 
 

@@ -52,15 +52,21 @@ def test_stream_head() -> None:
     assert b"Transfer-Encoding" not in close and close.endswith(b"X-Request-Id: r\r\nConnection: close\r\n\r\n")
 
 
-def run(items, *, chunked: bool = True) -> tuple[SSEWriter, bytes]:
+def run(items, *, chunked: bool = True, writes: list[bytes] | None = None) -> tuple[SSEWriter, bytes]:
     channel = Channel(len(items) + 1)
     for item in items:
         assert channel.put(item, 0)
-    written: list[bytes] = []
+    written: list[bytes] = [] if writes is None else writes
     writer = SSEWriter(written.append, chunked=chunked, heartbeat=5.0, started=0.0)
     first, status = first_item(channel, 5.0)
     writer.run(channel, first, b"HEAD|")
     return writer, b"".join(written)
+
+
+def test_the_head_goes_out_in_the_same_write_as_the_first_event() -> None:
+    writes: list[bytes] = []
+    run([Started(200), Delta("a"), Done(None, None)], writes=writes)
+    assert writes[0].startswith(b"HEAD|") and b'"content":"a"' in writes[0]
 
 
 def events(body: bytes) -> list[dict]:
