@@ -1,10 +1,15 @@
-"""Request framing, pure: how long a body is, its chunked decoding, its JSON, its checks.
+"""Request framing, pure: the request line and head, how long a body is, its chunked
+decoding, its JSON, its checks.
 
 No sockets here (h11's manner): the transport asks what to read, reads exactly
 that, and hands the bytes back. ``ChunkedDecoder`` says whether it wants a line
 (a chunk size or a trailer, with its bound) or a number of data bytes, so the
 transport never reads past the body into a pipelined next request.
 
+    line = parse_request_line(rfile.readline(MAX_HEAD_LINE + 1))
+    head = HeadLines()
+    while not head.give(rfile.readline(MAX_HEAD_LINE + 1)): pass
+    headers = head.message()
     framing = body_framing(transfer_encoding, content_length, limit)
     chunked:  decoder = ChunkedDecoder(limit)
               while (want := decoder.want()) is not None:
@@ -24,10 +29,16 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
+from http.client import HTTPMessage
 from typing import Any
 
-from .errors import BadRequest, NotImplementedCoding, PayloadTooLarge, TrailersTooLarge, UnsupportedMediaType
+from .errors import (BadRequest, HeadersTooLarge, NotImplementedCoding, PayloadTooLarge, TrailersTooLarge,
+                     UnsupportedMediaType, VersionNotSupported)
 
+# A request head is bounded as http.client bounds one (_MAXLINE, _MAXHEADERS): a longer
+# line or more lines is a 431. The same bounds hold for a provider's answer head.
+MAX_HEAD_LINE = 65536
+MAX_HEAD_LINES = 100
 # Chunk-size lines and trailer lines are short; a longer line is a broken or hostile client.
 MAX_CHUNK_LINE = 4096
 # Trailers come after the header deadline is disarmed, so they are bounded like a head:
@@ -41,10 +52,103 @@ MAX_JSON_DEPTH = 100
 MAX_REQUEST_ID = 128
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]+")
+# RFC 9110 §5.6.2: a field name (and a method) is a token.
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# RFC 9112 §2.3: HTTP-version = "HTTP/" DIGIT "." DIGIT
+_VERSION = re.compile(rb"HTTP/([0-9])\.([0-9])")
+_END_OF_HEAD = (b"\r\n", b"\n", b"")
 # Strictly hex digits: int(x, 16) would also take "-1", "0x10" or "1_0".
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _DIGITS = re.compile(r"[0-9]+")
 _TOLERATED_MEDIA = frozenset({"application/json", "application/x-www-form-urlencoded", "text/json"})
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLine:
+    method: str
+    target: str
+    version: str          # "HTTP/1.1", "HTTP/1.0"
+    keep_alive: bool      # HTTP/1.1 or later: persistent unless the head says close
+
+
+def parse_request_line(raw: bytes) -> RequestLine:
+    """``method SP target SP HTTP/x.y``, its line end included or not.
+
+    Words are split on ASCII whitespace (RFC 9112 §3 allows it). HTTP/0.9 (no
+    version) is refused, as is any version we do not speak.
+    """
+    words = raw.split()
+    if len(words) == 2:
+        raise BadRequest("Bad request version: HTTP/0.9 is not supported")
+    if len(words) != 3:
+        raise BadRequest(f"Bad request syntax ({_shown(raw)})")
+    method, target, version = words
+    if not _TOKEN.fullmatch(method):
+        raise BadRequest(f"Bad request method ({_shown(method)})")
+    match = _VERSION.fullmatch(version)
+    if match is None or match.group(1) == b"0":
+        raise BadRequest(f"Bad request version ({_shown(version)})")
+    if match.group(1) != b"1":
+        raise VersionNotSupported(f"Invalid HTTP version ({_shown(version)})")
+    return RequestLine(method.decode("ascii"), target.decode("latin-1"), version.decode("ascii"),
+                       keep_alive=match.group(2) != b"0")
+
+
+def _value(raw: bytes, name: str) -> str:
+    value = raw.strip(b" \t\r\n")
+    if b"\0" in value or b"\r" in value or b"\n" in value:
+        raise BadRequest(f"Bad header value for [{name}]: NUL, CR or LF")
+    return value.decode("latin-1")
+
+
+def _shown(raw: bytes) -> str:
+    return repr(raw[:100].decode("latin-1"))
+
+
+class HeadLines:
+    """The field lines of a head, fed one line at a time (as read, line end included).
+
+    ``give`` returns True once the head is complete: its empty line, or the end of
+    the input. Bounds: ``MAX_HEAD_LINE`` bytes a line (read ``MAX_HEAD_LINE + 1`` to
+    notice a longer one), ``MAX_HEAD_LINES`` lines, else HeadersTooLarge. A line that
+    is not ``token ":" value``, or a value with a NUL, CR or LF, is a BadRequest (RFC 9110
+    §5.5); a folded line (obsolete, RFC 9112 §5.2) continues the value before it. Values are stripped of
+    surrounding whitespace and read as Latin-1, as http.client does.
+
+    This replaces the stdlib's head parser (``http.client.parse_headers``), which
+    goes through the email package: a tenth of a millisecond on every request.
+    """
+
+    __slots__ = ("_fields",)
+
+    def __init__(self) -> None:
+        self._fields: list[tuple[str, str]] = []
+
+    def give(self, line: bytes) -> bool:
+        if line in _END_OF_HEAD:
+            return True
+        if len(line) > MAX_HEAD_LINE:
+            raise HeadersTooLarge("Line too long: a header line is longer than 65536 bytes")
+        if len(self._fields) >= MAX_HEAD_LINES:
+            raise HeadersTooLarge(f"Too many headers: more than {MAX_HEAD_LINES}")
+        folded = line[:1] in (b" ", b"\t")
+        if folded and self._fields:  # obsolete line folding: one SP instead (RFC 9112 §5.2)
+            name, value = self._fields.pop()
+            self._fields.append((name, f"{value} {_value(line, name)}".strip()))
+            return False
+        name_bytes, colon, raw = line.partition(b":")
+        if folded or not colon or not _TOKEN.fullmatch(name_bytes):
+            raise BadRequest(f"Bad header line ({_shown(line)})")
+        name = name_bytes.decode("ascii")
+        self._fields.append((name, _value(raw, name)))
+        return False
+
+    def message(self) -> HTTPMessage:
+        """The fields as the stdlib's header object (case-insensitive ``get``, ``get_all``)."""
+        message = HTTPMessage()
+        for name, value in self._fields:
+            message.set_raw(name, value)
+        return message
 
 
 @dataclass(frozen=True, slots=True)

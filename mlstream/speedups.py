@@ -46,29 +46,63 @@ def raw_read1(response: Any) -> Callable[[int], bytes]:
 
 
 def body_ready(response: Any, wait: float = 0.0) -> bool:
-    """True if some of ``response``'s body can be read without waiting, after at most
-    ``wait`` seconds for it to arrive (False at once at its end, or when shut down)."""
-    reader = getattr(getattr(response, "_fp", None), "fp", None)  # http.client's BufferedReader
+    """True if the next read of ``response``'s body returns without waiting, after at
+    most ``wait`` seconds for bytes to arrive (False at once at its end, or when shut
+    down)."""
+    inner = getattr(response, "_fp", None)  # http.client's response
+    reader = getattr(inner, "fp", None)     # its BufferedReader
     connection = getattr(response, "connection", None)
     sock = getattr(connection, "sock", None)
     if reader is None or sock is None or not hasattr(reader, "peek"):
         return False
-    if _peek_now(reader, sock):
+    if _read_ready(inner, reader, sock):
         return True
     try:
         readable, _, _ = select.select([sock], [], [], wait) if wait > 0 else ([], [], [])
     except (OSError, ValueError):
         return False
-    return bool(readable) and _peek_now(reader, sock)
+    return bool(readable) and _read_ready(inner, reader, sock)
 
 
-def _peek_now(reader: Any, sock: Any) -> bool:
+def _read_ready(inner: Any, reader: Any, sock: Any) -> bool:
+    """Whether http.client's next ``read1`` returns without waiting on the socket.
+
+    Any byte will do, except between the chunks of a chunked body: there the read
+    takes the last chunk's CRLF and the next size line whole, and blocks for what of
+    them has not come (a role-only first chunk leaves exactly its CRLF behind). That
+    CRLF, when buffered, is taken here as http.client would take it, so that the
+    buffer refills with what followed it.
+    """
+    if not getattr(inner, "chunked", False) or inner.chunk_left:  # not chunked, or inside a chunk
+        return bool(_peek(reader, sock))
+    if inner.chunk_left == 0:  # a chunk's data read, its CRLF not yet
+        if len(_peek(reader, sock)) < 2:
+            return False
+        inner._safe_read(2)  # buffered: no wait
+        inner.chunk_left = None
+    buffered = _peek(reader, sock)
+    line_end = buffered.find(b"\n")
+    if line_end < 0:
+        return False
+    try:
+        size = int(buffered[:line_end].split(b";", 1)[0].strip(), 16)
+    except ValueError:
+        return True  # the read fails at once: no wait either
+    rest = buffered[line_end + 1:]
+    if size:
+        return bool(rest)
+    # the last chunk: its trailer section (usually empty) must be complete too
+    return rest.startswith((b"\r\n", b"\n")) or b"\n\r\n" in rest or b"\n\n" in rest
+
+
+def _peek(reader: Any, sock: Any) -> bytes:
+    """What is buffered, or else what one non-blocking read of the socket brings."""
     timeout = sock.gettimeout()
     try:
         sock.settimeout(0.0)  # the raw read returns None instead of waiting
-        return bool(reader.peek(1))
+        return reader.peek(1) or b""
     except (OSError, ValueError):
-        return False
+        return b""
     finally:
         sock.settimeout(timeout)
 

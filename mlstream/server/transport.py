@@ -29,8 +29,8 @@ from .. import __version__
 from ..auth import Authenticator
 from ..errors import (BadRequest, ClientGone, ExpectationFailed, HeadersTooLarge, MethodNotImplemented,
                       MLStreamError, RequestTimeout, UpstreamError, URITooLong, VersionNotSupported)
-from ..framing import (ChunkedDecoder, body_framing, check_content_type, chunked_ok, declares_body,
-                       parse_json_body, request_id)
+from ..framing import (MAX_HEAD_LINE, ChunkedDecoder, HeadLines, body_framing, check_content_type, chunked_ok,
+                       declares_body, parse_json_body, parse_request_line, request_id)
 from ..logs import AccessRecord
 from ..metrics import Metrics
 from ..providers.events import Failure
@@ -107,14 +107,34 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._disarm_head_deadline()
 
     def parse_request(self) -> bool:
-        parsed = super().parse_request()
-        self._disarm_head_deadline()
-        if parsed and self.request_version == "HTTP/0.9":
-            # A request line without a version: the stdlib would answer HTTP/0.9 style,
-            # a bare body with no status line. We speak HTTP/1.x only.
-            self.send_error(400, "Bad request version: HTTP/0.9 is not supported")
+        """The request line and head, by ``framing`` instead of the stdlib's parser
+        (which goes through the email package); the same outcome otherwise: the
+        attributes the stdlib sets, keep-alive from the version and ``Connection``,
+        ``Expect: 100-continue`` answered. We speak HTTP/1.x only: no HTTP/0.9."""
+        self.command = None
+        self.request_version = self.default_request_version  # until the line parses
+        self.close_connection = True
+        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        try:
+            line = parse_request_line(self.raw_requestline)
+            self.command, self.path, self.request_version = line.method, line.target, line.version
+            head = HeadLines()
+            while not head.give(self.rfile.readline(MAX_HEAD_LINE + 1)):
+                pass
+        except MLStreamError as exc:
+            self._disarm_head_deadline()
+            self.send_error(exc.http_status, str(exc))
             return False
-        return parsed
+        self._disarm_head_deadline()
+        if self.path.startswith("//"):
+            self.path = "/" + self.path.lstrip("/")  # never taken for a scheme-relative URL (gh-87389)
+        self.headers = head.message()
+        connection = {token.strip().lower() for token in self.headers.get("Connection", "").split(",")}
+        self.close_connection = "close" in connection or not (line.keep_alive or "keep-alive" in connection)
+        if (line.keep_alive and self.headers.get("Expect", "").lower() == "100-continue"
+                and not self.handle_expect_100()):
+            return False
+        return True
 
     def _disarm_head_deadline(self) -> None:
         if self._head_deadline is not None:

@@ -18,6 +18,7 @@ The reader knows no HTTP client: the ``ProviderCall`` opens, reads and translate
 from __future__ import annotations
 
 import logging
+import time
 from functools import partial
 from typing import Any
 
@@ -37,7 +38,7 @@ READ_SIZE = 64 * 1024
 # How long the reader waits for the writer to take a stream's first token before it
 # decodes on (channel.hand_over); only ever reached when the writer is busy elsewhere.
 HAND_OVER_SECONDS = 0.005
-# How long the thread that opened a provider call waits for the body's first bytes
+# How long the thread that opened a provider call waits for the body's first item
 # before it hands the reading to a worker: providers send their first event within
 # milliseconds of their head, and this thread has nothing else to do meanwhile (the
 # status line is held for the first event anyway).
@@ -57,8 +58,11 @@ def start_stream(pool: StreamPool, channel: Channel, call: ProviderCall, decoder
             return
         relay = BodyRelay(channel, call, decoder, stall_timeout, response)
         more = relay.run(steps=0, here=True)  # the head: attached (cancel wakes what follows), Started put
-        # The first bytes (often with the head already) are read here too, if they come soon.
-        if more and body_ready(response, FIRST_BYTES_WAIT_SECONDS):
+        # The first item is read here too if it comes soon: often with the head already,
+        # else in the next packets (OpenAI sends a role-only chunk, no item, first).
+        deadline = time.monotonic() + FIRST_BYTES_WAIT_SECONDS
+        while (more and not relay.relayed and (left := deadline - time.monotonic()) > 0
+               and body_ready(response, left)):
             more = relay.run(steps=1, here=True)
     except BaseException:
         pool.end_lease()
@@ -128,6 +132,11 @@ class BodyRelay:
         if over:
             self.close()
         return not over
+
+    @property
+    def relayed(self) -> bool:
+        """Whether an item after Started was put on the channel (or kept to put)."""
+        return not self._first or bool(self._pending)
 
     def close(self) -> None:
         self._channel.detach_upstream()

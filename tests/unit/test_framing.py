@@ -13,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlstream.errors import (BadRequest, MLStreamError, NotImplementedCoding, PayloadTooLarge, TrailersTooLarge,
-                             UnsupportedMediaType)
-from mlstream.framing import (MAX_JSON_DEPTH, MAX_TRAILER_LINES, ChunkedDecoder, Framing, body_framing,
-                              check_content_type, chunked_ok, declares_body, parse_json_body, request_id)
+from mlstream.errors import (BadRequest, HeadersTooLarge, MLStreamError, NotImplementedCoding, PayloadTooLarge,
+                             TrailersTooLarge, UnsupportedMediaType, VersionNotSupported)
+from mlstream.framing import (MAX_HEAD_LINE, MAX_HEAD_LINES, MAX_JSON_DEPTH, MAX_TRAILER_LINES, ChunkedDecoder,
+                              Framing, HeadLines, RequestLine, body_framing, check_content_type, chunked_ok,
+                              declares_body, parse_json_body, parse_request_line, request_id)
 
 LIMIT = 1000
 NEXT_REQUEST = b"GET /next HTTP/1.1\r\n\r\n"
@@ -181,3 +182,78 @@ def test_declares_body(transfer_encoding, content_length, declared: bool) -> Non
 ])
 def test_chunked_ok(version: str, chunked: bool) -> None:
     assert chunked_ok(version) is chunked
+
+
+# --- the request line and head --------------------------------------------------------------
+
+@pytest.mark.parametrize("raw, method, target, version, keep_alive", [
+    pytest.param(b"GET /x HTTP/1.1\r\n", "GET", "/x", "HTTP/1.1", True, id="http-1.1"),
+    pytest.param(b"POST /a?b=c HTTP/1.0\r\n", "POST", "/a?b=c", "HTTP/1.0", False, id="http-1.0"),
+    pytest.param(b"GET /x HTTP/1.1\n", "GET", "/x", "HTTP/1.1", True, id="bare-lf"),
+    pytest.param(b"GET\t/x  HTTP/1.1\r\n", "GET", "/x", "HTTP/1.1", True, id="any-ascii-whitespace"),
+    pytest.param(b"get /x HTTP/1.1\r\n", "get", "/x", "HTTP/1.1", True, id="a-lowercase-token"),
+    pytest.param(b"GET /\xe9 HTTP/1.1\r\n", "GET", "/\xe9", "HTTP/1.1", True, id="latin-1-target"),
+])
+def test_request_lines_that_parse(raw, method, target, version, keep_alive):
+    assert parse_request_line(raw) == RequestLine(method, target, version, keep_alive)
+
+
+@pytest.mark.parametrize("raw, error, words", [
+    pytest.param(b"GET /x\r\n", BadRequest, "HTTP/0.9", id="http-0.9"),
+    pytest.param(b"GET\r\n", BadRequest, "syntax", id="one-word"),
+    pytest.param(b"GET /x HTTP/1.1 extra\r\n", BadRequest, "syntax", id="four-words"),
+    pytest.param(b"", BadRequest, "syntax", id="empty"),
+    pytest.param(b"G\x00T /x HTTP/1.1\r\n", BadRequest, "method", id="method-not-a-token"),
+    pytest.param(b"GET /x HTTP/1.10\r\n", BadRequest, "version", id="two-digit-minor"),
+    pytest.param(b"GET /x http/1.1\r\n", BadRequest, "version", id="lowercase-protocol"),
+    pytest.param(b"GET /x HTTP/0.9\r\n", BadRequest, "version", id="major-0"),
+    pytest.param(b"GET /x HTTP/2.0\r\n", VersionNotSupported, "Invalid HTTP version", id="http-2"),
+])
+def test_request_lines_refused(raw, error, words):
+    with pytest.raises(error, match=words):
+        parse_request_line(raw)
+
+
+def head_of(*lines: bytes):
+    head = HeadLines()
+    for line in lines:
+        if head.give(line):
+            return head.message()
+    raise AssertionError("the head did not end")
+
+
+def test_a_head_is_read_into_the_stdlib_header_object():
+    headers = head_of(b"Host: a\r\n", b"content-length:  5 \r\n", b"X-Twice: 1\r\n", b"X-Twice: 2\r\n", b"\r\n")
+    assert headers.get("Content-Length") == "5" and headers.get("host") == "a"
+    assert headers.get_all("x-twice") == ["1", "2"]
+
+
+def test_the_end_of_input_ends_a_head_as_its_empty_line_does():
+    assert head_of(b"Host: a\n", b"").get("Host") == "a"
+
+
+def test_a_folded_line_continues_the_value_before_it():
+    assert head_of(b"X-A: one\r\n", b"\t two: three\r\n", b"\r\n").get("X-A") == "one two: three"
+
+
+@pytest.mark.parametrize("line, error", [
+    pytest.param(b"No colon\r\n", BadRequest, id="no-colon"),
+    pytest.param(b"Bad Name: x\r\n", BadRequest, id="space-in-name"),
+    pytest.param(b"Content-Length : 5\r\n", BadRequest, id="space-before-colon"),
+    pytest.param(b": x\r\n", BadRequest, id="empty-name"),
+    pytest.param(b" first: folded\r\n", BadRequest, id="a-fold-with-nothing-before"),
+    pytest.param(b"X-A: a\x00b\r\n", BadRequest, id="nul-in-value"),
+    pytest.param(b"X-A: a\rb\r\n", BadRequest, id="cr-in-value"),
+    pytest.param(b"X-A: " + b"a" * MAX_HEAD_LINE + b"\r\n", HeadersTooLarge, id="line-too-long"),
+])
+def test_head_lines_refused(line, error):
+    with pytest.raises(error):
+        HeadLines().give(line)
+
+
+def test_more_than_the_most_head_lines_is_too_large():
+    head = HeadLines()
+    for i in range(MAX_HEAD_LINES):
+        assert not head.give(b"X-%d: v\r\n" % i)
+    with pytest.raises(HeadersTooLarge):
+        head.give(b"X-last: v\r\n")

@@ -619,3 +619,39 @@ def test_well_formed_paths_compile(expression):
 def test_floats_in_documents_are_plain_values():
     # NaN compares unequal to itself; read must hand it back, not choke on it
     assert math.isnan(compile_path("$.a").read({"a": float("nan")}))
+
+
+# --- the request line and head -------------------------------------------------------------
+
+head_lines = st.lists(st.one_of(
+    st.binary(max_size=40),
+    st.tuples(st.sampled_from([b"Host", b"Content-Length", b"X-A", b"Bad Name", b"", b" X"]),
+              st.binary(max_size=20)).map(lambda nv: nv[0] + b":" + nv[1] + b"\r\n"),
+    st.sampled_from([b"\r\n", b"\n", b" folded\r\n", b"\tfolded\r\n"]),
+), max_size=8)
+
+
+@given(line=st.binary(max_size=60) | st.sampled_from([b"GET / HTTP/1.1\r\n", b"GET /\r\n", b"X / HTTP/9.9\r\n"]))
+def test_request_line_parses_or_raises_ours(line):
+    from mlstream.framing import parse_request_line
+
+    try:
+        parsed = parse_request_line(line)
+    except MLStreamError:
+        return
+    assert parsed.version in ("HTTP/1.0", "HTTP/1.1") or parsed.version.startswith("HTTP/1.")
+
+
+@given(lines=head_lines)
+def test_head_lines_give_fields_or_raise_ours(lines):
+    from mlstream.framing import HeadLines
+
+    head = HeadLines()
+    try:
+        for line in lines:
+            if head.give(line):
+                break
+    except MLStreamError:
+        return
+    for name, value in head.message().items():
+        assert name and "\r" not in value and "\n" not in value and "\0" not in value

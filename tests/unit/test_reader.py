@@ -489,34 +489,38 @@ def test_what_arrived_with_the_head_is_read_on_the_callers_thread():
     finish_and_check(pool, channel, ours, theirs)
 
 
+class SendAfterALook:
+    """The connection's socket as body_ready sees it: the provider sends ``data`` only
+    once the ``look``-th non-blocking look at the socket is over (each look sets the
+    timeout twice: 0, then restored). Sent after the only look that could find it
+    (``look=1`` with the head alone), it can only be met by the wait that follows."""
+
+    def __init__(self, ours, theirs, data: bytes, look: int) -> None:
+        self._ours = ours
+        self._sender = threading.Thread(target=lambda: theirs.sendall(data), daemon=True)
+        self._trigger = 2 * look
+        self.settings = 0
+
+    def fileno(self) -> int:
+        return self._ours.fileno()
+
+    def gettimeout(self):
+        return self._ours.gettimeout()
+
+    def settimeout(self, value) -> None:
+        self._ours.settimeout(value)
+        self.settings += 1
+        if self.settings == self._trigger:
+            self._sender.start()
+
+
 def test_first_bytes_that_follow_the_head_soon_are_read_on_the_callers_thread(monkeypatch):
     from mlstream.streaming import reader
 
     monkeypatch.setattr(reader, "FIRST_BYTES_WAIT_SECONDS", HANG_GUARD)  # "soon": whenever they come
     response, ours, theirs = response_over_a_socket_pair(HEAD)  # the head alone
-    sender = threading.Thread(target=lambda: theirs.sendall(chunk_of(openai_chunk("first"))), daemon=True)
-
-    class SendAfterTheFirstLook:
-        """The connection's socket as body_ready sees it: the provider sends its first
-        bytes only once the first non-blocking look found none (its timeout restored),
-        so they can only be met by the wait."""
-
-        def __init__(self) -> None:
-            self.settings = 0
-
-        def fileno(self) -> int:
-            return ours.fileno()
-
-        def gettimeout(self):
-            return ours.gettimeout()
-
-        def settimeout(self, value) -> None:
-            ours.settimeout(value)
-            self.settings += 1
-            if self.settings == 2:
-                sender.start()
-
-    response._connection = type("Connection", (), {"sock": SendAfterTheFirstLook()})()
+    sock = SendAfterALook(ours, theirs, chunk_of(openai_chunk("first")), look=1)
+    response._connection = type("Connection", (), {"sock": sock})()
     pool = StreamPool(1, 0)
     channel = Channel(8)
     decoder = RecordingDecoder()
@@ -524,6 +528,47 @@ def test_first_bytes_that_follow_the_head_soon_are_read_on_the_callers_thread(mo
     assert decoder.fed_on == [threading.current_thread().name]  # waited for and read by this thread
     assert channel.get_nowait() == Started(200)
     assert channel.get_nowait() == Delta("first")
+    finish_and_check(pool, channel, ours, theirs)
+
+
+ROLE_ONLY = (b'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, '
+             b'"finish_reason": null}]}\n\n')
+
+
+def test_a_first_read_with_no_item_is_followed_by_more_reads_on_the_callers_thread(monkeypatch):
+    """OpenAI's first chunk (a role, no content) gives no item: the caller reads on until
+    the first token, which came in a later packet, instead of waking a worker for it."""
+    from mlstream.streaming import reader
+
+    monkeypatch.setattr(reader, "FIRST_BYTES_WAIT_SECONDS", HANG_GUARD)
+    response, ours, theirs = response_over_a_socket_pair(HEAD + chunk_of(ROLE_ONLY))
+    # look 1 finds the role chunk; look 2 its CRLF, and the token is sent after it
+    sock = SendAfterALook(ours, theirs, chunk_of(openai_chunk("first")), look=2)
+    response._connection = type("Connection", (), {"sock": sock})()
+    pool = StreamPool(1, 0)
+    channel = Channel(8)
+    decoder = RecordingDecoder()
+    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    assert decoder.fed_on == [threading.current_thread().name] * 2
+    assert channel.get_nowait() == Started(200)
+    assert channel.get_nowait() == Delta("first")
+    finish_and_check(pool, channel, ours, theirs)
+
+
+def test_with_no_first_item_by_the_deadline_the_reading_is_handed_to_a_worker(monkeypatch):
+    from mlstream.streaming import reader
+
+    monkeypatch.setattr(reader, "FIRST_BYTES_WAIT_SECONDS", 0.01)
+    response, ours, theirs = response_over_a_socket_pair(HEAD + chunk_of(ROLE_ONLY))
+    pool = StreamPool(1, 0)
+    channel = Channel(8)
+    decoder = RecordingDecoder()
+    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    assert decoder.fed_on == [threading.current_thread().name]  # the role chunk, then the wait ran out
+    assert channel.get_nowait() == Started(200)
+    theirs.sendall(chunk_of(openai_chunk("first")))
+    assert channel.get(HANG_GUARD) == Delta("first")
+    assert decoder.fed_on[-1].startswith("mlstream-reader")
     finish_and_check(pool, channel, ours, theirs)
 
 

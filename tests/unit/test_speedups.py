@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 
+import pytest
 import urllib3
 
 from mlstream.speedups import body_ready, escape_json_string, raw_read1, start_thread_nowait
@@ -76,5 +77,49 @@ def test_body_ready_is_false_without_waiting_when_nothing_came_yet() -> None:
     assert not body_ready(response) and ours.gettimeout() == HANG_GUARD
     theirs.sendall(b"2\r\nhi\r\n")
     assert body_ready(response)  # a socket pair delivers at once
+    ours.close()
+    theirs.close()
+
+
+def open_response(first: bytes) -> tuple[urllib3.HTTPResponse, socket.socket, socket.socket]:
+    """A chunked urllib3 response over a socket pair left open; ``first`` sent (head and more)."""
+    ours, theirs = socket.socketpair()
+    ours.settimeout(HANG_GUARD)  # a read that waits would wait this long
+    theirs.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + first)
+    inner = http.client.HTTPResponse(ours)
+    inner.begin()
+    response = urllib3.HTTPResponse(body=inner, headers=dict(inner.getheaders()), status=200,
+                                    preload_content=False, original_response=inner)
+    response._connection = type("Connection", (), {"sock": ours})()
+    return response, ours, theirs
+
+
+@pytest.mark.parametrize("first, then, read", [
+    # a chunk's data read, and of what follows only part: the next read would wait for the rest
+    pytest.param(b"2\r\nhi\r", b"\n3\r\nyou\r\n", b"you", id="half-the-crlf"),
+    pytest.param(b"2\r\nhi\r\n3", b"\r\nyou\r\n", b"you", id="half-a-size-line"),
+    pytest.param(b"2\r\nhi\r\n3\r\n", b"you\r\n", b"you", id="a-size-line-and-no-data"),
+    pytest.param(b"2\r\nhi\r\n0\r\n", b"\r\n", b"", id="the-last-chunk-without-its-end"),
+])
+def test_body_ready_between_chunks_is_false_when_the_read_would_wait(first, then, read) -> None:
+    """Never a wrong yes (the caller would block where it must not); the look answers at
+    once and leaves the stream intact for whoever reads it next."""
+    response, ours, theirs = open_response(first)
+    assert raw_read1(response)(64) == b"hi"
+    assert not body_ready(response)  # and at once: a wait would take HANG_GUARD
+    theirs.sendall(then)
+    assert raw_read1(response)(64) == read
+    ours.close()
+    theirs.close()
+
+
+def test_body_ready_sees_the_next_chunk_behind_a_buffered_crlf() -> None:
+    """The CRLF a read leaves buffered is taken, so the buffer refills with what followed."""
+    response, ours, theirs = open_response(b"2\r\nhi\r\n")
+    assert raw_read1(response)(64) == b"hi"
+    theirs.sendall(b"3\r\nyou\r\n")
+    assert body_ready(response, HANG_GUARD)
+    ours.settimeout(0.0)
+    assert raw_read1(response)(64) == b"you"
     ours.close()
     theirs.close()
