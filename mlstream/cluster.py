@@ -1,8 +1,11 @@
-"""The ml-commons cluster settings, stored and applied without a restart."""
+"""The cluster this one node makes: its identity, and the ml-commons cluster settings,
+stored and applied without a restart."""
 
 from __future__ import annotations
 
+import base64
 import threading
+import uuid
 from typing import Any
 
 from .endpoints import EndpointPolicy
@@ -10,7 +13,22 @@ from .errors import BadRequest
 from .settings import (CLUSTER_SETTING_DEFAULTS, PRIVATE_IP_ENABLED, STREAM_ENABLED,
                        TRUSTED_ENDPOINTS, ServerSettings, flatten_settings,
                        matching_settings, validate_cluster_setting)
-from .store import Store
+from .store import Record, Store
+
+CLUSTER_NAME = "mlstream"
+_IDENTITY = "cluster"  # the meta record holding the cluster's uuid
+
+
+def cluster_uuid(store: Store) -> str:
+    """The cluster's uuid: made once per data directory (OpenSearch's 22-character
+    URL-safe form), the same across restarts."""
+    with store.transaction():
+        record = store.get("meta", _IDENTITY)
+        if record is None:
+            value = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            record = Record(_IDENTITY, {"cluster_uuid": value})
+            store.put("meta", record)
+    return record.doc["cluster_uuid"]
 
 
 class ClusterSettings:
