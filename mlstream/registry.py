@@ -56,10 +56,12 @@ class ResolvedModel:
 
 class Registry:
     def __init__(self, store: Store, codec: CredentialCodec,
-                 endpoint_policy: Callable[[], EndpointPolicy]) -> None:
+                 endpoint_policy: Callable[[], EndpointPolicy],
+                 auto_deploy: Callable[[], bool] = lambda: True) -> None:
         self._store = store
         self._codec = codec
         self._endpoint_policy = endpoint_policy
+        self._auto_deploy = auto_deploy  # asked only when a predict finds its model undeployed
         # Guards the resolved-model cache: dict lookups and updates only. A miss reads
         # the store (its own lock) with this lock released.
         self._cache_lock = threading.Lock()
@@ -326,6 +328,9 @@ class Registry:
         with self._store.transaction():
             record = self._model_record(model_id)
             if record.doc.get("model_state") != DEPLOYED:
+                if not self._auto_deploy():
+                    raise BadRequest(f"Model not ready yet. Please deploy the model first: {model_id} "
+                                     "(plugins.ml_commons.model_auto_deploy.enable is false)")
                 record = self._set_state(record, DEPLOYED)
             if "connector" in record.doc:
                 connector = parse_connector(_without_times(record.doc["connector"]) |

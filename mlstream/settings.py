@@ -85,6 +85,7 @@ MASTER_KEY_FILE = "master.key"
 STREAM_ENABLED = "plugins.ml_commons.stream_enabled"
 TRUSTED_ENDPOINTS = "plugins.ml_commons.trusted_connector_endpoints_regex"
 PRIVATE_IP_ENABLED = "plugins.ml_commons.connector.private_ip_enabled"
+AUTO_DEPLOY = "plugins.ml_commons.model_auto_deploy.enable"
 
 # ml-commons' default trusted endpoints (MLCommonsSettings.ML_COMMONS_TRUSTED_CONNECTOR_ENDPOINTS_REGEX).
 DEFAULT_TRUSTED_ENDPOINTS: tuple[str, ...] = (
@@ -144,8 +145,8 @@ CLUSTER_SETTINGS: dict[str, ClusterSetting] = {setting.key: setting for setting 
     ClusterSetting(PRIVATE_IP_ENABLED, "bool", False,
                    "acted on: true lets connectors call loopback and private addresses"),
     *_bools(_ACCESS, model_access_control_enabled=False, connector_access_control_enabled=False),
-    *_bools("stored, no effect: a registered model always deploys itself on first predict",
-            model_auto_deploy__enable=True),
+    ClusterSetting(AUTO_DEPLOY, "bool", True, "acted on: false makes a predict on a model that is not deployed "
+                                              "a 400 instead of deploying it"),
     *_bools("stored, no effect: remote inference is what mlstream does", remote_inference__enabled=True),
     *_bools(_NODES, only_run_on_ml_node=True, allow_custom_deployment_plan=False, model_auto_redeploy__enable=True),
     *_bools(_LOCAL_MODELS, enable_inhouse_python_model=False, allow_registering_model_via_url=False,

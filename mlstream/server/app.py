@@ -31,7 +31,7 @@ from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
 from ..predict import Predictor
 from ..registry import Registry
-from ..settings import ServerSettings
+from ..settings import AUTO_DEPLOY, ServerSettings
 from ..speedups import start_thread_nowait
 from ..store import SQLiteStore, Store
 from ..streaming.channel import Channel
@@ -109,7 +109,8 @@ class App:
             raise
         self.cluster = ClusterSettings(self.store, settings)
         self.authenticator = Authenticator(self.store)
-        self.registry = Registry(self.store, codec, lambda: self.cluster.endpoint_policy)
+        self.registry = Registry(self.store, codec, lambda: self.cluster.endpoint_policy,
+                                 lambda: bool(self.cluster.value(AUTO_DEPLOY)))
         self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
         self.upstream = UpstreamClient()
         self.metrics = Metrics(self.pool)

@@ -82,3 +82,16 @@ def test_one_bad_key_refuses_the_whole_request(client, body, named):
     reply = client.call("PUT", "/_cluster/settings", body)
     assert reply.status == 400 and named in reply.body["error"]["reason"], reply.body
     assert flat(client, "persistent") == {} and flat(client, "transient") == {}
+
+
+def test_auto_deploy_off_refuses_a_predict_on_an_undeployed_model(client, fake):
+    model_id = client.register(client.create_connector(openai_connector(fake)), deploy=False)
+    client.ok("PUT", "/_cluster/settings", {"transient": {ML + "model_auto_deploy.enable": False}})
+    body = {"parameters": {"messages": []}}
+    refused = client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict", body)
+    assert refused.status == 400 and "deploy the model first" in refused.body["error"]["reason"]
+    assert client.ok("GET", f"/_plugins/_ml/models/{model_id}")["model_state"] == "REGISTERED"
+    assert fake.stats.requests == []
+    client.ok("PUT", "/_cluster/settings", {"transient": {ML + "model_auto_deploy.enable": None}})
+    assert client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict", body).status == 200
+    assert client.ok("GET", f"/_plugins/_ml/models/{model_id}")["model_state"] == "DEPLOYED"
