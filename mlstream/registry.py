@@ -243,6 +243,8 @@ class Registry:
                     doc["description"] = description
             if any(key in changes for key in ("access_mode", "backend_roles", "add_all_backend_roles")):
                 current = {"access_mode": doc.get("access", "public"), "backend_roles": doc.get("backend_roles")}
+                if str(changes.get("access_mode", "restricted")).lower() != "restricted":
+                    current["backend_roles"] = None  # as ml-commons: leaving restricted drops the roles
                 doc = {k: v for k, v in doc.items() if k not in ("access", "backend_roles")}
                 doc.update(_access_fields({**current, **changes}))
             doc["last_updated_time"] = now_ms()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import platform
-import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,5 +183,5 @@ def local_host_of(connection: Any) -> str | None:
     """The address a client reached us on (only asked by the nodes-info routes)."""
     try:
         return connection.getsockname()[0] if connection is not None else None
-    except (OSError, socket.error):
+    except OSError:
         return None

@@ -29,6 +29,13 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
             return function
         return register
 
+    def add_search(kind: str, path: str, role: str = "admin") -> None:
+        """``_search`` over one kind of record, by POST or GET (both carry the query as a body)."""
+        def search(req: Request) -> Reply:
+            return Reply(200, registry.search(kind, req.body))
+        for method in ("POST", "GET"):
+            router.add(method, f"{PREFIX}/{path}/_search", search, role)
+
     @add("GET", "/", role="user")
     def root(req: Request) -> Reply:
         return Reply(200, node.root(identity()))
@@ -71,10 +78,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def create_connector(req: Request) -> Reply:
         return Reply(200, {"connector_id": registry.create_connector(_required(req.body))})
 
-    for method in ("POST", "GET"):
-        @add(method, f"{PREFIX}/connectors/_search")
-        def search_connectors(req: Request) -> Reply:
-            return Reply(200, registry.search("connector", req.body))
+    add_search("connector", "connectors")
 
     @add("GET", f"{PREFIX}/connectors/{{connector_id}}")
     def get_connector(req: Request) -> Reply:
@@ -95,10 +99,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def register_model_group(req: Request) -> Reply:
         return Reply(200, registry.register_model_group(_required(req.body)))
 
-    for method in ("POST", "GET"):
-        @add(method, f"{PREFIX}/model_groups/_search", role="user")
-        def search_model_groups(req: Request) -> Reply:
-            return Reply(200, registry.search("model_group", req.body))
+    add_search("model_group", "model_groups", role="user")
 
     @add("GET", f"{PREFIX}/model_groups/{{model_group_id}}", role="user")
     def get_model_group(req: Request) -> Reply:
@@ -118,10 +119,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def register_model(req: Request) -> Reply:
         return Reply(200, registry.register_model(_required(req.body), deploy=req.flag("deploy")))
 
-    for method in ("POST", "GET"):
-        @add(method, f"{PREFIX}/models/_search", role="user")
-        def search_models(req: Request) -> Reply:
-            return Reply(200, registry.search("model", req.body))
+    add_search("model", "models", role="user")
 
     @add("GET", f"{PREFIX}/models/{{model_id}}", role="user")
     def get_model(req: Request) -> Reply:
@@ -165,10 +163,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         return StreamReply(predictor.open_stream(req.params["model_id"], _required(req.body), req.request_id))
 
     # tasks
-    for method in ("POST", "GET"):
-        @add(method, f"{PREFIX}/tasks/_search")
-        def search_tasks(req: Request) -> Reply:
-            return Reply(200, registry.search("task", req.body))
+    add_search("task", "tasks")
 
     @add("GET", f"{PREFIX}/tasks/{{task_id}}")
     def get_task(req: Request) -> Reply:

@@ -4,10 +4,16 @@ row of issue 12's table, asserting the values the client hands back."""
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
-from opensearchpy import ConflictError, NotFoundError, OpenSearch, RequestError, SerializationError
+from opensearchpy import (
+    ConflictError,
+    NotFoundError,
+    OpenSearch,
+    RequestError,
+    SerializationError,
+)
 
 from mlstream.testing.fake_openai import DEFAULT_TEXT
 

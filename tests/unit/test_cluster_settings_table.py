@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from mlstream.errors import BadRequest
-from mlstream.settings import CLUSTER_SETTINGS, matching_settings, validate_cluster_setting
+from mlstream.settings import (
+    CLUSTER_SETTINGS,
+    matching_settings,
+    validate_cluster_setting,
+)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 ML = "plugins.ml_commons."
