@@ -200,7 +200,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(framing.length) if framing.length else b""
         self._body_read = True
-        content_encoding = self.headers.get("Content-Encoding")
+        content_encoding = self.headers.get("Content-Encoding") if body else None
         if content_encoding:
             # The decoded size counts against the same limit: a bomb is a 413, not memory.
             body = decode_content(body, content_encoding, self.front.settings.max_body_bytes)

@@ -144,3 +144,8 @@ def test_human_is_accepted_and_invalid_flags_refused(server):
     assert refused.status == 400 and "[pretty]" in refused.body["error"]["reason"]
     refused = client.call("GET", "/?filter_path=a..b")
     assert refused.status == 400
+
+
+def test_an_empty_body_with_a_content_encoding_is_just_empty(server):
+    response = raw_request(server.url, "GET", "/_plugins/_ml/models/_search", headers={"Content-Encoding": "gzip"})
+    assert response.status == 200
