@@ -41,10 +41,13 @@ class PredictionCounts:
 
     def add(self, failed: bool, ms: float) -> None:
         self.requests += 1
-        self.failures += failed
+        if failed:
+            self.failures += 1
         self.total_ms += ms
-        self.min_ms = min(self.min_ms, ms)
-        self.max_ms = max(self.max_ms, ms)
+        if ms < self.min_ms:
+            self.min_ms = ms
+        if ms > self.max_ms:
+            self.max_ms = ms
 
 
 # Models counted one by one; a request naming a model that does not exist (404) is not one.
