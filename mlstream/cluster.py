@@ -1,16 +1,34 @@
-"""The ml-commons cluster settings, stored and applied without a restart."""
+"""The cluster this one node makes: its identity, and the ml-commons cluster settings,
+stored and applied without a restart."""
 
 from __future__ import annotations
 
+import base64
 import threading
+import uuid
 from typing import Any
 
 from .endpoints import EndpointPolicy
 from .errors import BadRequest
 from .settings import (CLUSTER_SETTING_DEFAULTS, PRIVATE_IP_ENABLED, STREAM_ENABLED,
                        TRUSTED_ENDPOINTS, ServerSettings, flatten_settings,
-                       validate_cluster_setting)
-from .store import Store
+                       matching_settings, validate_cluster_setting)
+from .store import Record, Store
+
+CLUSTER_NAME = "mlstream"
+_IDENTITY = "cluster"  # the meta record holding the cluster's uuid
+
+
+def cluster_uuid(store: Store) -> str:
+    """The cluster's uuid: made once per data directory (OpenSearch's 22-character
+    URL-safe form), the same across restarts."""
+    with store.transaction():
+        record = store.get("meta", _IDENTITY)
+        if record is None:
+            value = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            record = Record(_IDENTITY, {"cluster_uuid": value})
+            store.put("meta", record)
+    return record.doc["cluster_uuid"]
 
 
 class ClusterSettings:
@@ -56,9 +74,7 @@ class ClusterSettings:
         unknown = sorted(set(body) - {"persistent", "transient"})
         if unknown:
             raise BadRequest(f"unknown section [{', '.join(unknown)}]: use persistent or transient")
-        changes = {section: {key: validate_cluster_setting(key, value)
-                             for key, value in flatten_settings(body.get(section) or {}).items()}
-                   for section in ("persistent", "transient")}
+        changes = {section: _changes(section, body.get(section) or {}) for section in ("persistent", "transient")}
         with self._update_lock:
             persistent = self._persistent
             if changes["persistent"]:
@@ -74,8 +90,10 @@ class ClusterSettings:
             policy = self._build_policy(persistent, transient)
             with self._lock:
                 self._persistent, self._transient, self._policy = persistent, transient, policy
-        return {"acknowledged": True, "persistent": _nest(changes["persistent"]),
-                "transient": _nest(changes["transient"])}
+        # As OpenSearch answers: what was set; a reset (null) is not echoed.
+        return {"acknowledged": True,
+                **{section: _nest({k: v for k, v in values.items() if v is not None})
+                   for section, values in changes.items()}}
 
     def _effective(self, key: str) -> Any:
         return _effective(key, self._persistent, self._transient)
@@ -85,6 +103,17 @@ class ClusterSettings:
         allow_private = (self._server.allow_private_endpoints
                          or bool(_effective(PRIVATE_IP_ENABLED, persistent, transient)))
         return EndpointPolicy(patterns, allow_private)
+
+
+def _changes(section: str, tree: Any) -> dict[str, Any]:
+    """A section's settings, validated; ``"prefix.*": null`` resets every known key under it."""
+    changes: dict[str, Any] = {}
+    for key, value in flatten_settings(tree).items():
+        if key.endswith("*") and value is None:
+            changes.update(dict.fromkeys(matching_settings(key)))
+        else:
+            changes[key] = validate_cluster_setting(key, value, section)
+    return changes
 
 
 def _effective(key: str, persistent: dict[str, Any], transient: dict[str, Any]) -> Any:

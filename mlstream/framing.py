@@ -16,6 +16,7 @@ transport never reads past the body into a pipelined next request.
                   decoder.give(rfile.readline(want.size) if want.line else rfile.read(want.size))
               raw = decoder.body
     length:   raw = rfile.read(framing.length)
+    raw = decode_content(raw, content_encoding, limit)   # only when Content-Encoding is sent
     body = parse_json_body(raw)
 
 Every limit is a named constant with its reason. Errors are ``errors`` classes
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+import zlib
 from dataclasses import dataclass
 from http.client import HTTPMessage
 from typing import Any
@@ -61,6 +63,13 @@ _END_OF_HEAD = (b"\r\n", b"\n", b"")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _DIGITS = re.compile(r"[0-9]+")
 _TOLERATED_MEDIA = frozenset({"application/json", "application/x-www-form-urlencoded", "text/json"})
+# zlib's window bits per content coding (RFC 9110 8.4.1): gzip's wrapper, and "deflate"
+# as the zlib format; a raw deflate stream (what some clients send) is tried second.
+_GZIP_WBITS = 31
+_ZLIB_WBITS = 15
+_RAW_DEFLATE_WBITS = -15
+# Compressed members in one gzip body; real clients send one.
+MAX_GZIP_MEMBERS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,3 +337,77 @@ def chunked_ok(request_version: str) -> bool:
         return (int(major), int(minor)) >= (1, 1)
     except ValueError:
         return False
+
+
+def decode_content(raw: bytes, content_encoding: str, limit: int) -> bytes:
+    """The body under its ``Content-Encoding`` (``gzip``, ``deflate``, ``identity``; a list is
+    undone last first), never more than ``limit`` bytes: a decompression bomb is refused
+    as soon as its output passes the limit, before it can take the memory."""
+    codings = [coding.strip().lower() for coding in content_encoding.split(",") if coding.strip()]
+    for coding in reversed(codings):
+        if coding == "identity":
+            continue
+        if coding in ("gzip", "x-gzip"):
+            raw = _inflate(raw, _GZIP_WBITS, limit, coding)
+        elif coding == "deflate":
+            try:
+                raw = _inflate(raw, _ZLIB_WBITS, limit, coding)
+            except _NotThisFormat:
+                raw = _inflate(raw, _RAW_DEFLATE_WBITS, limit, coding)
+        else:
+            raise UnsupportedMediaType(f"Content-Encoding [{content_encoding}] is not supported: "
+                                       "send gzip, deflate or identity")
+    return raw
+
+
+class _NotThisFormat(Exception):
+    """The first bytes are not the wrapper this decoder expects."""
+
+
+def _inflate(data: bytes, wbits: int, limit: int, coding: str) -> bytes:
+    out: list[bytes] = []
+    total = 0
+    for member in range(MAX_GZIP_MEMBERS):
+        decoder = zlib.decompressobj(wbits)
+        try:
+            # At most one byte past the limit: enough to know it was passed.
+            part = decoder.decompress(data, limit - total + 1)
+        except zlib.error:
+            if member == 0 and wbits == _ZLIB_WBITS:
+                raise _NotThisFormat from None
+            raise BadRequest(f"request body is not valid {coding} data") from None
+        total += len(part)
+        if total > limit or decoder.unconsumed_tail:
+            raise PayloadTooLarge(f"request body decompresses to more than the limit of {limit} bytes")
+        out.append(part)
+        if not decoder.eof:
+            raise BadRequest(f"request body is truncated {coding} data")
+        data = decoder.unused_data
+        if not data or wbits != _GZIP_WBITS:
+            if data:
+                raise BadRequest(f"request body has bytes after its {coding} data")
+            return b"".join(out)
+    raise BadRequest(f"request body has more than {MAX_GZIP_MEMBERS} gzip members")
+
+
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Whether ``Accept-Encoding`` admits gzip (RFC 9110 12.5.3): ``gzip`` (or ``x-gzip``)
+    with a q-value above zero, else ``*`` so; a named coding wins over ``*``."""
+    if not accept_encoding:
+        return False
+    qualities: dict[str, float] = {}
+    for item in accept_encoding.lower().split(","):
+        coding, _, params = item.partition(";")
+        quality = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        qualities[coding.strip()] = quality
+    for coding in ("gzip", "x-gzip", "*"):
+        if coding in qualities:
+            return qualities[coding] > 0
+    return False

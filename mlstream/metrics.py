@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import Counter
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from .errors import MLStreamError, UpstreamError
@@ -28,6 +29,31 @@ DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 TTFC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
+@dataclass(slots=True)
+class PredictionCounts:
+    """One model's predictions (``_predict`` and ``_predict/stream``), as mlstream answered them."""
+
+    requests: int = 0
+    failures: int = 0      # answered with an error status
+    total_ms: float = 0.0  # time to answer (streams: to their end)
+    min_ms: float = float("inf")
+    max_ms: float = 0.0
+
+    def add(self, failed: bool, ms: float) -> None:
+        self.requests += 1
+        if failed:
+            self.failures += 1
+        self.total_ms += ms
+        if ms < self.min_ms:
+            self.min_ms = ms
+        if ms > self.max_ms:
+            self.max_ms = ms
+
+
+# Models counted one by one; a request naming a model that does not exist (404) is not one.
+MAX_COUNTED_MODELS = 10_000
+
+
 class Metrics:
     def __init__(self, pool: PoolCounts) -> None:
         self._pool = pool
@@ -40,6 +66,8 @@ class Metrics:
         self._ttfc = Histogram(TTFC_BUCKETS)
         self._http_requests = Counter[tuple[str, str, int]]()
         self._http_durations: dict[str, Histogram] = {}
+        self._predictions: dict[str, PredictionCounts] = {}
+        self._all_predictions = PredictionCounts()
 
     def stream_finished(self, outcome: str, chunks: int, first_chunk_seconds: float | None) -> None:
         with self._lock:
@@ -48,14 +76,39 @@ class Metrics:
             if first_chunk_seconds is not None:
                 self._ttfc.observe(first_chunk_seconds)
 
-    def http_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        """One answered request; ``route`` is the route's template, so labels stay few."""
+    def http_request(self, route: str, method: str, status: int, seconds: float,
+                     model_id: str | None = None) -> None:
+        """One answered request; ``route`` is the route's template, so labels stay few.
+        A request naming a model on a predict route also counts as that model's prediction."""
         with self._lock:
+            if model_id is not None and "_predict" in route and status != 404:
+                self._prediction(model_id, status >= 400, seconds * 1000)
             self._http_requests[(route, method, status)] += 1
             histogram = self._http_durations.get(route)
             if histogram is None:
                 histogram = self._http_durations[route] = Histogram(DURATION_BUCKETS)
             histogram.observe(seconds)
+
+    def _prediction(self, model_id: str, failed: bool, ms: float) -> None:
+        self._all_predictions.add(failed, ms)
+        counts = self._predictions.get(model_id)
+        if counts is None:
+            if len(self._predictions) >= MAX_COUNTED_MODELS:
+                return
+            counts = self._predictions[model_id] = PredictionCounts()
+        counts.add(failed, ms)
+
+    def predictions(self) -> tuple[PredictionCounts, dict[str, PredictionCounts]]:
+        """All predictions, and each model's (copies)."""
+        with self._lock:
+            return (replace(self._all_predictions),
+                    {model_id: replace(counts) for model_id, counts in self._predictions.items()})
+
+    def streams(self) -> dict[str, int]:
+        """Streams running and waiting now, refused for capacity, and ended by outcome."""
+        with self._lock:
+            ended = dict(self._streams)
+        return {"active": self._pool.active, "queued": self._pool.queued, "rejected": self._pool.rejected, **ended}
 
     def upstream_failure(self, error: MLStreamError) -> None:
         """Count a provider failure: by its HTTP status, or by kind when it never answered."""

@@ -1,4 +1,4 @@
-"""Connectors, models and tasks: the ml-commons resource API over the store.
+"""Connectors, model groups, models and tasks: the ml-commons resource API over the store.
 
 Every change runs in one store transaction, so a request that fails leaves the
 stored state as it was. The predict path reads models through a small cache that
@@ -24,6 +24,9 @@ from .store import Record, Store
 NODE_ID = "mlstream"
 REGISTERED = "REGISTERED"
 DEPLOYED = "DEPLOYED"
+ACCESS_MODES = ("public", "private", "restricted")
+_MODEL_GROUP_FIELDS = frozenset({"name", "description", "access_mode", "backend_roles", "add_all_backend_roles",
+                                 "model_group_id"})
 _MODEL_FIELDS = frozenset({
     "name", "function_name", "description", "connector_id", "connector", "model_group_id",
     "rate_limiter", "version", "is_enabled", "guardrails", "interface", "model_format",
@@ -53,10 +56,12 @@ class ResolvedModel:
 
 class Registry:
     def __init__(self, store: Store, codec: CredentialCodec,
-                 endpoint_policy: Callable[[], EndpointPolicy]) -> None:
+                 endpoint_policy: Callable[[], EndpointPolicy],
+                 auto_deploy: Callable[[], bool] = lambda: True) -> None:
         self._store = store
         self._codec = codec
         self._endpoint_policy = endpoint_policy
+        self._auto_deploy = auto_deploy  # asked only when a predict finds its model undeployed
         # Guards the resolved-model cache: dict lookups and updates only. A miss reads
         # the store (its own lock) with this lock released.
         self._cache_lock = threading.Lock()
@@ -132,10 +137,10 @@ class Registry:
         has_id, has_inline = body.get("connector_id") is not None, body.get("connector") is not None
         if has_id == has_inline:
             raise BadRequest("exactly one of [connector_id] or [connector] is required")
+        access = _access_fields(body) if group is None else None
         stamp = now_ms()
         doc: dict[str, Any] = {
-            "name": name, "model_group_id": group or new_id(), "algorithm": "REMOTE",
-            "model_version": "1", "description": description,
+            "name": name, "algorithm": "REMOTE", "description": description,
             "model_state": DEPLOYED if deploy else REGISTERED,
             "created_time": stamp, "last_updated_time": stamp, "last_registered_time": stamp,
         }
@@ -145,6 +150,8 @@ class Registry:
             doc["rate_limiter"] = {"limit": rate_limiter.limit_text, "unit": rate_limiter.unit}
         secret = None
         with self._store.transaction():
+            group_id, version = self._next_version(group, name, description, access)
+            doc["model_group_id"], doc["model_version"] = group_id, str(version)
             if has_id:
                 connector_id = body["connector_id"]
                 if not isinstance(connector_id, str):
@@ -162,6 +169,109 @@ class Registry:
                 self._add_task(model_id, "DEPLOY_MODEL")
         return {"task_id": task_id, "status": "CREATED", "model_id": model_id}
 
+    def _next_version(self, group_id: str | None, model_name: str, description: str | None,
+                      access: dict[str, Any] | None) -> tuple[str, int]:
+        """The model group a new model joins and its version there (inside the caller's
+        transaction). As ml-commons: without ``model_group_id`` the model joins the group
+        named after it, created on the spot if there is none."""
+        if group_id is not None:
+            record = self._model_group_record(group_id)
+        else:
+            record = self._model_group_named(model_name)
+            if record is None:
+                stamp = now_ms()
+                group_doc = {"name": model_name, "latest_version": 0, **(access or {"access": "public"}),
+                             "created_time": stamp, "last_updated_time": stamp}
+                if description is not None:
+                    group_doc["description"] = description
+                record = Record(new_id(), group_doc)
+        version = int(record.doc.get("latest_version", 0)) + 1
+        self._store.put("model_group", Record(record.id, {**record.doc, "latest_version": version,
+                                                          "last_updated_time": now_ms()}))
+        return record.id, version
+
+    # --- model groups ------------------------------------------------------------
+
+    def register_model_group(self, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise BadRequest("the request body must be a JSON object")
+        unknown = sorted(set(body) - _MODEL_GROUP_FIELDS)
+        if unknown:
+            raise BadRequest(f"unknown field [{', '.join(unknown)}] in the model group")
+        name = _group_name(body.get("name"))
+        description = body.get("description")
+        if description is not None and not isinstance(description, str):
+            raise BadRequest("[description] must be a string")
+        wanted_id = body.get("model_group_id")
+        if wanted_id is not None and (not isinstance(wanted_id, str) or not wanted_id.strip()):
+            raise BadRequest("[model_group_id] must be a non-empty string")
+        stamp = now_ms()
+        doc: dict[str, Any] = {"name": name, "latest_version": 0, **_access_fields(body),
+                               "created_time": stamp, "last_updated_time": stamp}
+        if description is not None:
+            doc["description"] = description
+        with self._store.transaction():
+            self._check_group_name_free(name)
+            group_id = wanted_id or new_id()
+            if self._store.get("model_group", group_id) is not None:
+                raise Conflict(f"A model group with the id [{group_id}] already exists")
+            self._store.put("model_group", Record(group_id, doc))
+        return {"model_group_id": group_id, "status": "CREATED"}
+
+    def get_model_group(self, group_id: str) -> dict[str, Any]:
+        return self._model_group_record(group_id).doc
+
+    def update_model_group(self, group_id: str, changes: Any) -> dict[str, Any]:
+        if not isinstance(changes, dict) or not changes:
+            raise BadRequest("the update must be a non-empty JSON object")
+        unknown = sorted(set(changes) - (_MODEL_GROUP_FIELDS - {"model_group_id"}))
+        if unknown:
+            raise BadRequest(f"unknown field [{', '.join(unknown)}] in the model group update")
+        with self._store.transaction():
+            record = self._model_group_record(group_id)
+            doc = dict(record.doc)
+            if changes.get("name") is not None:
+                name = _group_name(changes["name"])
+                if name != doc.get("name"):
+                    self._check_group_name_free(name)
+                    doc["name"] = name
+            description = changes.get("description")
+            if description is not None:
+                if not isinstance(description, str):
+                    raise BadRequest("[description] must be a string")
+                if description.strip():
+                    doc["description"] = description
+            if any(key in changes for key in ("access_mode", "backend_roles", "add_all_backend_roles")):
+                current = {"access_mode": doc.get("access", "public"), "backend_roles": doc.get("backend_roles")}
+                if str(changes.get("access_mode", "restricted")).lower() != "restricted":
+                    current["backend_roles"] = None  # as ml-commons: leaving restricted drops the roles
+                doc = {k: v for k, v in doc.items() if k not in ("access", "backend_roles")}
+                doc.update(_access_fields({**current, **changes}))
+            doc["last_updated_time"] = now_ms()
+            self._store.put("model_group", Record(group_id, doc))
+        return {"status": "Updated"}
+
+    def delete_model_group(self, group_id: str) -> None:
+        with self._store.transaction():
+            self._model_group_record(group_id)
+            if any(m.doc.get("model_group_id") == group_id for m in self._store.scan("model")):
+                raise Conflict("Cannot delete the model group when it has associated model versions")
+            self._store.delete("model_group", group_id)
+
+    def _model_group_record(self, group_id: str) -> Record:
+        record = self._store.get("model_group", group_id)
+        if record is None:
+            raise NotFound(f"Failed to find model group with ID: {group_id}")
+        return record
+
+    def _model_group_named(self, name: str) -> Record | None:
+        return next((g for g in self._store.scan("model_group") if g.doc.get("name") == name), None)
+
+    def _check_group_name_free(self, name: str) -> None:
+        taken = self._model_group_named(name)
+        if taken is not None:
+            raise BadRequest(f"The name you provided is already being used by a model group with ID: {taken.id}.")
+
     def get_model(self, model_id: str) -> dict[str, Any]:
         return self._model_record(model_id).doc
 
@@ -175,6 +285,31 @@ class Registry:
         with self._store.transaction():
             self._set_state(self._model_record(model_id), REGISTERED)
         return {NODE_ID: {"stats": {model_id: "undeployed"}}}
+
+    def undeploy_models(self, model_ids: list[str] | None) -> dict[str, Any]:
+        """Undeploy these models (all deployed ones when None), all or none: an unknown id
+        is a 404 and undeploys nothing. As ml-commons: only the models that were deployed
+        are listed, and nothing at all (``{}``) when none was."""
+        undeployed: dict[str, str] = {}
+        with self._store.transaction():
+            if model_ids is None:
+                records = [m for m in self._store.scan("model") if m.doc.get("model_state") == DEPLOYED]
+            else:
+                records = [self._model_record(model_id) for model_id in dict.fromkeys(model_ids)]
+            for record in records:
+                if record.doc.get("model_state") == DEPLOYED:
+                    self._set_state(record, REGISTERED)
+                    undeployed[record.id] = "undeployed"
+        return {NODE_ID: {"stats": undeployed}} if undeployed else {}
+
+    def counts(self) -> dict[str, int]:
+        """How many connectors and models are stored, and how many models are deployed."""
+        models = self._store.scan("model")
+        return {"connectors": len(self._store.scan("connector")), "models": len(models),
+                "deployed": sum(1 for m in models if m.doc.get("model_state") == DEPLOYED)}
+
+    def deployed_models(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(m.id, m.doc) for m in self._store.scan("model") if m.doc.get("model_state") == DEPLOYED]
 
     def delete_model(self, model_id: str) -> None:
         with self._store.transaction():
@@ -195,6 +330,9 @@ class Registry:
         with self._store.transaction():
             record = self._model_record(model_id)
             if record.doc.get("model_state") != DEPLOYED:
+                if not self._auto_deploy():
+                    raise BadRequest(f"Model not ready yet. Please deploy the model first: {model_id} "
+                                     "(plugins.ml_commons.model_auto_deploy.enable is false)")
                 record = self._set_state(record, DEPLOYED)
             if "connector" in record.doc:
                 connector = parse_connector(_without_times(record.doc["connector"]) |
@@ -216,6 +354,12 @@ class Registry:
         if record is None:
             raise NotFound(f"Failed to find task with the provided task id: {task_id}")
         return record.doc
+
+    def delete_task(self, task_id: str) -> None:
+        # Every mlstream task is complete when it is answered: none is running to refuse.
+        with self._store.transaction():
+            self.get_task(task_id)
+            self._store.delete("task", task_id)
 
     # --- search ----------------------------------------------------------------
 
@@ -275,6 +419,40 @@ class Registry:
         with self._cache_lock:
             self._cache.clear()
             self._cache_generation += 1
+
+
+def _group_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise BadRequest("[name] is required and must be a non-empty string")
+    return name.strip()
+
+
+def _access_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """A model group's ``access`` (and ``backend_roles``) from ml-commons' request fields.
+
+    Recorded as given, for clients that read them back; mlstream has no users or backend
+    roles to enforce them with (README, "Model groups").
+    """
+    mode = body.get("access_mode")
+    roles = body.get("backend_roles")
+    add_all = body.get("add_all_backend_roles")
+    if add_all is not None and not isinstance(add_all, bool):
+        raise BadRequest("[add_all_backend_roles] must be true or false")
+    if add_all:
+        raise BadRequest("[add_all_backend_roles] cannot be true: mlstream has no users, so no backend roles to add")
+    if roles is not None and (not isinstance(roles, list) or not all(isinstance(r, str) for r in roles)):
+        raise BadRequest("[backend_roles] must be a list of strings")
+    if mode is None:
+        mode = "restricted" if roles else "public"
+    if not isinstance(mode, str) or mode.lower() not in ACCESS_MODES:
+        raise BadRequest(f"[access_mode] must be one of {', '.join(ACCESS_MODES)}")
+    mode = mode.lower()
+    if roles and mode != "restricted":
+        raise BadRequest("You can specify backend roles only for a model group with the restricted access mode.")
+    if mode == "restricted" and not roles:
+        raise BadRequest("You must specify one or more backend roles or add all backend roles to register a "
+                         "restricted model group.")
+    return {"access": mode, **({"backend_roles": roles} if roles else {})}
 
 
 def _without_times(doc: Mapping[str, Any]) -> dict[str, Any]:

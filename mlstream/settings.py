@@ -85,6 +85,7 @@ MASTER_KEY_FILE = "master.key"
 STREAM_ENABLED = "plugins.ml_commons.stream_enabled"
 TRUSTED_ENDPOINTS = "plugins.ml_commons.trusted_connector_endpoints_regex"
 PRIVATE_IP_ENABLED = "plugins.ml_commons.connector.private_ip_enabled"
+AUTO_DEPLOY = "plugins.ml_commons.model_auto_deploy.enable"
 
 # ml-commons' default trusted endpoints (MLCommonsSettings.ML_COMMONS_TRUSTED_CONNECTOR_ENDPOINTS_REGEX).
 DEFAULT_TRUSTED_ENDPOINTS: tuple[str, ...] = (
@@ -104,35 +105,172 @@ DEFAULT_TRUSTED_ENDPOINTS: tuple[str, ...] = (
     r"^https://api\.anthropic\.com/.*$",
 )
 
-CLUSTER_SETTING_DEFAULTS: dict[str, Any] = {
-    STREAM_ENABLED: True,
-    TRUSTED_ENDPOINTS: list(DEFAULT_TRUSTED_ENDPOINTS),
-    PRIVATE_IP_ENABLED: False,
-}
+ML = "plugins.ml_commons."
+_NOT_APPLICABLE = "stored, no effect: mlstream is one process serving remote models only"
 
 
-def validate_cluster_setting(key: str, value: Any) -> Any:
+@dataclass(frozen=True, slots=True)
+class ClusterSetting:
+    """One ``plugins.ml_commons.*`` cluster setting ml-commons documents (MLCommonsSettings)."""
+
+    key: str
+    kind: str            # bool, int, float, string, regex (one pattern), list, regex_list, bytes
+    default: Any
+    effect: str = _NOT_APPLICABLE  # what mlstream does with it (the README's table)
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+def _bools(effect: str, **defaults: bool) -> list[ClusterSetting]:
+    return [ClusterSetting(ML + key.replace("__", "."), "bool", value, effect) for key, value in defaults.items()]
+
+
+def _ints(effect: str, **ranges: tuple[int, int | None, int | None]) -> list[ClusterSetting]:
+    return [ClusterSetting(ML + key.replace("__", "."), "int", default, effect, low, high)
+            for key, (default, low, high) in ranges.items()]
+
+
+_LOCAL_MODELS = "stored, no effect: mlstream serves remote models only (nothing is uploaded, loaded or run locally)"
+_NODES = "stored, no effect: mlstream is a single node, every model runs on it"
+_FEATURES = "stored, no effect: mlstream has no agents, memory, tools, MCP or batch jobs"
+_ACCESS = "stored, no effect: mlstream has API keys and roles, not per-user resource access control"
+_MEMORY = "stored, no effect: mlstream is not a JVM and has no circuit breakers"
+
+# Every dynamic ml-commons setting, with ml-commons' default and bounds. Order: the README's.
+CLUSTER_SETTINGS: dict[str, ClusterSetting] = {setting.key: setting for setting in [
+    ClusterSetting(STREAM_ENABLED, "bool", True,
+                   "acted on: false refuses `_predict/stream` with 400 (default true here, false in ml-commons)"),
+    ClusterSetting(TRUSTED_ENDPOINTS, "regex_list", list(DEFAULT_TRUSTED_ENDPOINTS),
+                   "acted on: a connector URL must match one, at create time and before every call"),
+    ClusterSetting(PRIVATE_IP_ENABLED, "bool", False,
+                   "acted on: true lets connectors call loopback and private addresses"),
+    *_bools(_ACCESS, model_access_control_enabled=False, connector_access_control_enabled=False),
+    ClusterSetting(AUTO_DEPLOY, "bool", True, "acted on: false makes a predict on a model that is not deployed "
+                                              "a 400 instead of deploying it"),
+    *_bools("stored, no effect: remote inference is what mlstream does", remote_inference__enabled=True),
+    *_bools(_NODES, only_run_on_ml_node=True, allow_custom_deployment_plan=False, model_auto_redeploy__enable=True),
+    *_bools(_LOCAL_MODELS, enable_inhouse_python_model=False, allow_registering_model_via_url=False,
+            allow_registering_model_via_local_file=False, local_model__enabled=True, controller_enabled=True,
+            safe_delete_model=False),
+    *_bools(_FEATURES, offline_batch_ingestion_enabled=True, offline_batch_inference_enabled=True,
+            index_insight_feature_enabled=False, memory_feature_enabled=True, mcp_connector_enabled=False,
+            mcp_server_enabled=False, rag_pipeline_feature_enabled=True, agent_framework_enabled=True,
+            unified_agent_api_enabled=False, agentic_search_template_enabled=False, execute_tools_enabled=True,
+            agentic_memory_enabled=True, remote_agentic_memory_enabled=False, memory__retention_enabled=False,
+            mcp_header_passthrough_enabled=False, ag_ui_enabled=False),
+    *_bools("stored, no effect: see `/metrics` and `_plugins/_ml/stats` for what mlstream counts",
+            metrics_static_collection_enabled=False),
+    *_ints(_NODES, max_model_on_node=(10, 0, 10000), max_register_model_tasks_per_node=(10, 0, 10),
+           max_deploy_model_tasks_per_node=(10, 0, 10), max_ml_task_per_node=(10, 0, 10000),
+           sync_up_job_interval_in_seconds=(10, 0, 86400), ml_task_timeout_in_seconds=(600, 1, 86400),
+           model_auto_redeploy__lifetime_retry_times=(3, None, None)),
+    *_ints(_FEATURES, max_batch_inference_tasks=(100, 0, 10000), max_batch_ingestion_tasks=(100, 0, 10000),
+           batch_ingestion_bulk_size=(500, 100, 100000), memory__retention_job_interval_hours=(24, 1, 168),
+           memory__retention_job_throttle_seconds=(5, 1, 60), memory__orphan_ttl_days=(7, 1, 365),
+           memory__working_memory_ttl_days=(-1, -1, 365), memory__default_session_retention_days=(-1, -1, 3650),
+           memory__default_session_max_count=(-1, -1, 1000000),
+           memory__default_long_term_max_count=(-1, -1, 1000000),
+           memory__default_history_max_count=(-1, -1, 10000000)),
+    *_ints("stored, no effect: profile statistics are kept for every request",
+           monitoring_request_count=(100, 0, 10_000_000)),
+    *_ints(_MEMORY, native_memory_threshold=(90, 0, 100), jvm_heap_memory_threshold=(85, 0, 100)),
+    *_ints("stored, no effect: the request body limit is `--max-body-bytes`", max_json_size=(100_000_000, -1, None)),
+    ClusterSetting(ML + "model_auto_redeploy_success_ratio", "float", 0.8, _NODES, 0.0, 1.0),
+    ClusterSetting(ML + "task_dispatch_policy", "string", "round_robin", _NODES),
+    ClusterSetting(ML + "exclude_nodes._name", "string", "", _NODES),
+    ClusterSetting(ML + "disk_free_space_threshold", "bytes", "5gb", _MEMORY),
+    ClusterSetting(ML + "trusted_url_regex", "regex",
+                   "^(https?|ftp|file)://[-a-zA-Z0-9+&@#/%?=~_|!:,.;]*[-a-zA-Z0-9+&@#/%=~_|]", _LOCAL_MODELS),
+    ClusterSetting(ML + "trusted_connector_private_endpoints_regex", "regex_list", [],
+                   "stored, no effect: private addresses are allowed by `connector.private_ip_enabled` or "
+                   "`--allow-private-endpoints`"),
+    ClusterSetting(ML + "connector.restricted_ip_patterns", "list", [],
+                   "stored, no effect: loopback, private, link-local and reserved addresses are always refused "
+                   "unless allowed"),
+    ClusterSetting(ML + "task_dispatcher.eligible_node_role.remote_model", "list", ["data", "ml"], _NODES),
+    ClusterSetting(ML + "task_dispatcher.eligible_node_role.local_model", "list", ["data", "ml"], _NODES),
+    ClusterSetting(ML + "remote_job.status_field", "list", ["status", "Status", "TransformJobStatus"], _FEATURES),
+    *[ClusterSetting(ML + f"remote_job.status_regex.{state}", "regex", pattern, _FEATURES)
+      for state, pattern in (("completed", "(complete|completed|partiallyCompleted)"),
+                             ("cancelled", "(stopped|cancelled)"), ("cancelling", "(stopping|cancelling)"),
+                             ("expired", "(expired|timeout)"), ("failed", "(failed)"))],
+]}
+
+# ml-commons settings that exist but cannot change on a running cluster.
+STATIC_CLUSTER_SETTINGS = frozenset({ML + "multi_tenancy_enabled", ML + "master_key_cache_ttl_minutes",
+                                     ML + "metrics_collection_enabled"})
+
+CLUSTER_SETTING_DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in CLUSTER_SETTINGS.items()}
+
+_BYTE_SIZE = re.compile(r"(?i)\s*([0-9]+(?:\.[0-9]+)?)\s*(b|kb|mb|gb|tb|pb)?\s*")
+
+
+def validate_cluster_setting(key: str, value: Any, section: str = "persistent") -> Any:
     """Return ``value`` normalised for ``key``; None means "back to the default"."""
-    if key not in CLUSTER_SETTING_DEFAULTS:
-        raise BadRequest(f"persistent setting [{key}], not recognized")
+    setting = CLUSTER_SETTINGS.get(key)
+    if setting is None:
+        if key in STATIC_CLUSTER_SETTINGS:
+            raise BadRequest(f"{section} setting [{key}], not dynamically updateable")
+        raise BadRequest(f"{section} setting [{key}], not recognized")
     if value is None:
         return None
-    if key in (STREAM_ENABLED, PRIVATE_IP_ENABLED):
+    kind = setting.kind
+    if kind == "bool":
         if isinstance(value, str) and value.lower() in ("true", "false"):
             return value.lower() == "true"
         if not isinstance(value, bool):
             raise BadRequest(f"Failed to parse value [{value}] as only [true] or [false] are allowed for [{key}]")
         return value
-    # trusted endpoints: a list of regexes (a single string is a one-element list)
+    if kind in ("int", "float"):
+        return _number(setting, value)
+    if kind in ("string", "regex", "bytes"):
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise BadRequest(f"[{key}] must be a string")
+        text = str(value)
+        if kind == "regex":
+            _check_patterns(key, [text])
+        if kind == "bytes" and not _BYTE_SIZE.fullmatch(text):
+            raise BadRequest(f"failed to parse setting [{key}] with value [{text}] as a size in bytes")
+        return text
+    # lists: a single string is a one-element list
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise BadRequest(f"[{key}] must be a list of regular expressions")
-    for pattern in values:
+        raise BadRequest(f"[{key}] must be a list of strings")
+    if kind == "regex_list":
+        _check_patterns(key, values)
+    return values
+
+
+def _number(setting: ClusterSetting, value: Any) -> int | float:
+    parse = int if setting.kind == "int" else float
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise BadRequest(f"Failed to parse value [{value}] for setting [{setting.key}]")
+    try:
+        number = parse(value) if isinstance(value, str) or setting.kind == "float" else value
+    except ValueError:
+        raise BadRequest(f"Failed to parse value [{value}] for setting [{setting.key}]") from None
+    if setting.kind == "int" and not isinstance(number, int):
+        raise BadRequest(f"Failed to parse value [{value}] for setting [{setting.key}]")
+    if setting.minimum is not None and number < setting.minimum:
+        raise BadRequest(f"Failed to parse value [{value}] for setting [{setting.key}] must be >= {setting.minimum}")
+    if setting.maximum is not None and number > setting.maximum:
+        raise BadRequest(f"Failed to parse value [{value}] for setting [{setting.key}] must be <= {setting.maximum}")
+    return number
+
+
+def _check_patterns(key: str, patterns: list[str]) -> None:
+    for pattern in patterns:
         try:
             re.compile(pattern)
         except re.error as exc:
             raise BadRequest(f"[{key}] has an invalid regular expression [{pattern}]: {exc}") from None
-    return values
+
+
+def matching_settings(pattern: str) -> list[str]:
+    """The known keys a reset pattern names: the key itself, or ``prefix*`` for many."""
+    if pattern.endswith("*"):
+        return [key for key in CLUSTER_SETTINGS if key.startswith(pattern[:-1])]
+    return [pattern]
 
 
 def flatten_settings(tree: Any, prefix: str = "") -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Durable state: connectors, models, tasks and cluster settings.
+"""Durable state: connectors, models, model groups, tasks and cluster settings.
 
 ``Store`` is the interface a second backend (PostgreSQL is planned) implements;
 ``SQLiteStore`` is the embedded default. The store holds JSON documents and an
@@ -24,7 +24,7 @@ from .errors import StoreError
 log = logging.getLogger(__name__)
 
 # meta: the store's own bookkeeping (e.g. the master-key check value).
-KINDS = ("connector", "model", "task", "apikey", "meta")
+KINDS = ("connector", "model", "task", "apikey", "meta", "model_group")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
 BUSY_TIMEOUT = 10.0
 

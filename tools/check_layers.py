@@ -22,7 +22,7 @@ PACKAGE = ROOT / "mlstream"
 # Bottom to top; a pattern names modules (fnmatch on dotted names without "mlstream.").
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs")),
-    ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "search", "settings", "config",
+    ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings", "config",
                                  "endpoints", "connectors", "ratelimit", "signing", "retry")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "credentials", "auth", "cluster", "registry", "metrics")),

@@ -24,14 +24,14 @@ import sys
 import threading
 from http.server import ThreadingHTTPServer
 
-from ..cluster import ClusterSettings
+from ..cluster import ClusterSettings, cluster_uuid
 from ..auth import Authenticator
 from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
 from ..predict import Predictor
 from ..registry import Registry
-from ..settings import ServerSettings
+from ..settings import AUTO_DEPLOY, ServerSettings
 from ..speedups import start_thread_nowait
 from ..store import SQLiteStore, Store
 from ..streaming.channel import Channel
@@ -39,6 +39,7 @@ from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
+from .node import NodeIdentity
 from .routes import build_router
 from .transport import HTTPRequestHandler
 
@@ -102,23 +103,31 @@ class App:
         self.store = store or SQLiteStore(settings.data_dir)
         try:
             codec = codec or open_codec(self.store, settings.data_dir)
+            self.cluster_uuid = cluster_uuid(self.store)
         except BaseException:
             self.store.close()
             raise
         self.cluster = ClusterSettings(self.store, settings)
         self.authenticator = Authenticator(self.store)
-        self.registry = Registry(self.store, codec, lambda: self.cluster.endpoint_policy)
+        self.registry = Registry(self.store, codec, lambda: self.cluster.endpoint_policy,
+                                 lambda: bool(self.cluster.value(AUTO_DEPLOY)))
         self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
         self.upstream = UpstreamClient()
         self.metrics = Metrics(self.pool)
         self.predictor = Predictor(self.registry, self.cluster, self.upstream, self.pool,
                                    self.metrics, settings)
         self.in_flight = InFlight()
+        # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
+        self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
-                                   self.readiness_problems)
+                                   self.readiness_problems, self.node_identity)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
+
+    def node_identity(self) -> NodeIdentity:
+        return NodeIdentity(self.cluster_uuid, self.bound_address[0], self.bound_address[1],
+                            self.settings.max_body_bytes)
 
     def readiness_problems(self) -> list[str]:
         """Why the server should not get new traffic now (empty when ready)."""
@@ -165,6 +174,7 @@ class MLStreamServer(ThreadingHTTPServer):
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         try:
             super().__init__((settings.host, settings.port), HTTPRequestHandler)
+            app.bound_address = self.server_address[:2]
             self.tls = settings.tls_cert is not None
             if self.tls:
                 self.socket = tls_context(settings).wrap_socket(

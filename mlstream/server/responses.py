@@ -3,31 +3,103 @@
 The error mapping lives here and only here: an ``MLStreamError`` carries its
 status; anything else is a bug, logged with its traceback and answered 500
 without details.
+
+How a reply is written is OpenSearch's, asked for per request (``ReplyFormat``):
+``filter_path``, ``pretty``, ``error_trace``, and gzip when ``Accept-Encoding``
+admits it. A request that asks for none of them gets ``PLAIN``, and nothing here
+runs for it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MLStreamError
-from .routing import Reply
+from ..filterpath import FilterPath, parse_filter_path
+from ..framing import accepts_gzip
+from .routing import Reply, query_flag
 
 log = logging.getLogger(__name__)
 
+# OpenSearch's http.compression_level default: most of the gain for a fraction of level 9's time.
+GZIP_LEVEL = 3
+GZIP_WBITS = 31  # zlib's gzip wrapper
 
-def error_reply(exc: BaseException) -> Reply:
-    """The JSON error reply for any exception (the one place statuses are chosen)."""
+
+@dataclass(frozen=True, slots=True)
+class ReplyFormat:
+    """How the client asked its replies to be written."""
+
+    pretty: bool = False
+    filter_path: FilterPath | None = None
+    error_trace: bool = False
+    gzip: bool = False
+
+
+PLAIN = ReplyFormat()
+
+
+def reply_format(query: dict[str, str], accept_encoding: str | None) -> ReplyFormat:
+    """The format a request's query parameters and ``Accept-Encoding`` ask for.
+
+    ``human`` is accepted as OpenSearch accepts it; mlstream's documents hold no byte
+    sizes or durations that it would spell out, so it changes nothing.
+    """
+    expression = query.get("filter_path")
+    for name in ("human", "pretty", "error_trace"):
+        query_flag(query, name)  # an invalid value is refused, as OpenSearch does
+    return ReplyFormat(pretty=query_flag(query, "pretty"),
+                       filter_path=parse_filter_path(expression) if expression else None,
+                       error_trace=query_flag(query, "error_trace"),
+                       gzip=accepts_gzip(accept_encoding))
+
+
+def error_reply(exc: BaseException, *, trace: bool = False) -> Reply:
+    """The JSON error reply for any exception (the one place statuses are chosen).
+
+    ``trace`` (``?error_trace=true``) adds OpenSearch's ``stack_trace`` field: the error's
+    class and reason, and those of its causes within mlstream. Never Python frames, and
+    never for a bug, whose details stay in the log.
+    """
     if not isinstance(exc, MLStreamError):
         log.error("unexpected error while handling a request", exc_info=exc)
         exc = MLStreamError("internal error: the server failed to handle the request")
-    return Reply(exc.http_status, exc.to_body(), dict(exc.headers))
+        trace = False
+    body = exc.to_body()
+    if trace:
+        body["error"]["stack_trace"] = _error_chain(exc)
+    return Reply(exc.http_status, body, dict(exc.headers))
+
+
+def _error_chain(exc: MLStreamError) -> str:
+    lines, seen = [], 0
+    current: BaseException | None = exc
+    while isinstance(current, MLStreamError) and seen < 8:  # bounded: a cause chain could loop
+        prefix = "" if not lines else "Caused by: "
+        lines.append(f"{prefix}{type(current).__module__}.{type(current).__qualname__}: {current.reason}")
+        current, seen = current.__cause__, seen + 1
+    return "\n".join(lines)
+
+
+def reply_payload(body: Any, fmt: ReplyFormat) -> bytes:
+    """A JSON body as the client asked for it, before any content coding."""
+    if fmt.filter_path is not None:
+        body = fmt.filter_path.apply(body)
+    return json_bytes(body, pretty=fmt.pretty)
+
+
+def gzip_bytes(payload: bytes) -> bytes:
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+    return compressor.compress(payload) + compressor.flush()
 
 
 def json_bytes(body: Any, *, pretty: bool = False) -> bytes:
-    if pretty:
-        return utf8(json.dumps(body, indent=2, ensure_ascii=False)) + b"\n"
+    if pretty:  # OpenSearch's pretty printer: two spaces, " : " between key and value
+        return utf8(json.dumps(body, indent=2, separators=(",", " : "), ensure_ascii=False)) + b"\n"
     return utf8(json.dumps(body, separators=(",", ":"), ensure_ascii=False))
 
 

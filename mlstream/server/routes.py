@@ -1,5 +1,6 @@
-"""The ml-commons REST endpoints (and health, readiness, metrics): each takes a parsed
-``Request`` and gives back a ``Reply``, or for ``_predict/stream`` a ``StreamReply``.
+"""The ml-commons REST endpoints, the OpenSearch node endpoints clients call (``GET /``,
+nodes info, cluster health, ``_cat/plugins``), and health, readiness, metrics: each takes
+a parsed ``Request`` and gives back a ``Reply``, or for ``_predict/stream`` a ``StreamReply``.
 """
 
 from __future__ import annotations
@@ -7,19 +8,19 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from .. import __version__
 from ..cluster import ClusterSettings
 from ..errors import BadRequest
 from ..metrics import Metrics
 from ..predict import Predictor
 from ..registry import Registry
+from . import node
 from .routing import Reply, Request, Router, StreamReply
 
 PREFIX = "/_plugins/_ml"
 
 
 def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSettings, metrics: Metrics,
-                 readiness_problems: Callable[[], list[str]]) -> Router:
+                 readiness_problems: Callable[[], list[str]], identity: Callable[[], node.NodeIdentity]) -> Router:
     router = Router()
 
     def add(method: str, template: str, role: str = "admin"):
@@ -28,10 +29,34 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
             return function
         return register
 
+    def add_search(kind: str, path: str, role: str = "admin") -> None:
+        """``_search`` over one kind of record, by POST or GET (both carry the query as a body)."""
+        def search(req: Request) -> Reply:
+            return Reply(200, registry.search(kind, req.body))
+        for method in ("POST", "GET"):
+            router.add(method, f"{PREFIX}/{path}/_search", search, role)
+
     @add("GET", "/", role="user")
     def root(req: Request) -> Reply:
-        return Reply(200, {"name": "mlstream", "version": {"number": __version__},
-                           "tagline": "ml-commons remote models, streamed"})
+        return Reply(200, node.root(identity()))
+
+    # the OpenSearch node: what sniffing, health checks and plugin checks ask
+    for template in ("/_nodes", "/_nodes/{selector}", "/_nodes/{selector}/{metric}"):
+        @add("GET", template, role="user")
+        def nodes_info(req: Request) -> Reply:
+            return Reply(200, node.nodes_info(identity(), req.params.get("selector"), req.params.get("metric"),
+                                              node.local_host_of(req.connection)))
+
+    @add("GET", "/_cluster/health", role="user")
+    def cluster_health(req: Request) -> Reply:
+        return Reply(200, node.cluster_health(readiness_problems()))
+
+    @add("GET", "/_cat/plugins", role="user")
+    def cat_plugins(req: Request) -> Reply:
+        body, fmt = node.cat_plugins(req.query)
+        if fmt == "json":
+            return Reply(200, body)
+        return Reply(200, body, content_type="text/plain; charset=UTF-8")
 
     @add("GET", "/healthz", role="public")
     def healthz(req: Request) -> Reply:
@@ -53,10 +78,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def create_connector(req: Request) -> Reply:
         return Reply(200, {"connector_id": registry.create_connector(_required(req.body))})
 
-    for method in ("POST", "GET"):
-        @add(method, f"{PREFIX}/connectors/_search")
-        def search_connectors(req: Request) -> Reply:
-            return Reply(200, registry.search("connector", req.body))
+    add_search("connector", "connectors")
 
     @add("GET", f"{PREFIX}/connectors/{{connector_id}}")
     def get_connector(req: Request) -> Reply:
@@ -72,15 +94,32 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         registry.delete_connector(req.params["connector_id"])
         return Reply(200, _result(req.params["connector_id"], ".plugins-ml-connector", "deleted"))
 
+    # model groups
+    @add("POST", f"{PREFIX}/model_groups/_register")
+    def register_model_group(req: Request) -> Reply:
+        return Reply(200, registry.register_model_group(_required(req.body)))
+
+    add_search("model_group", "model_groups", role="user")
+
+    @add("GET", f"{PREFIX}/model_groups/{{model_group_id}}", role="user")
+    def get_model_group(req: Request) -> Reply:
+        return Reply(200, registry.get_model_group(req.params["model_group_id"]))
+
+    @add("PUT", f"{PREFIX}/model_groups/{{model_group_id}}")
+    def update_model_group(req: Request) -> Reply:
+        return Reply(200, registry.update_model_group(req.params["model_group_id"], _required(req.body)))
+
+    @add("DELETE", f"{PREFIX}/model_groups/{{model_group_id}}")
+    def delete_model_group(req: Request) -> Reply:
+        registry.delete_model_group(req.params["model_group_id"])
+        return Reply(200, _result(req.params["model_group_id"], ".plugins-ml-model-group", "deleted"))
+
     # models
     @add("POST", f"{PREFIX}/models/_register")
     def register_model(req: Request) -> Reply:
         return Reply(200, registry.register_model(_required(req.body), deploy=req.flag("deploy")))
 
-    for method in ("POST", "GET"):
-        @add(method, f"{PREFIX}/models/_search", role="user")
-        def search_models(req: Request) -> Reply:
-            return Reply(200, registry.search("model", req.body))
+    add_search("model", "models", role="user")
 
     @add("GET", f"{PREFIX}/models/{{model_id}}", role="user")
     def get_model(req: Request) -> Reply:
@@ -99,6 +138,16 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def undeploy_model(req: Request) -> Reply:
         return Reply(200, registry.undeploy_model(req.params["model_id"]))
 
+    @add("POST", f"{PREFIX}/models/_undeploy")
+    def undeploy_models(req: Request) -> Reply:
+        return Reply(200, registry.undeploy_models(_model_ids(req.body)))
+
+    @add("POST", f"{PREFIX}/_predict/{{algorithm}}/{{model_id}}", role="user")
+    def predict_with_algorithm(req: Request) -> Reply:
+        if req.params["algorithm"].lower() != "remote":
+            raise BadRequest(f"algorithm [{req.params['algorithm']}] is not served: only remote models are")
+        return predict(req)
+
     @add("POST", f"{PREFIX}/models/{{model_id}}/_predict", role="user")
     def predict(req: Request) -> Reply:
         result = predictor.predict(req.params["model_id"], _required(req.body), req.request_id)
@@ -114,9 +163,34 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         return StreamReply(predictor.open_stream(req.params["model_id"], _required(req.body), req.request_id))
 
     # tasks
+    add_search("task", "tasks")
+
     @add("GET", f"{PREFIX}/tasks/{{task_id}}")
     def get_task(req: Request) -> Reply:
         return Reply(200, registry.get_task(req.params["task_id"]))
+
+    @add("DELETE", f"{PREFIX}/tasks/{{task_id}}")
+    def delete_task(req: Request) -> Reply:
+        registry.delete_task(req.params["task_id"])
+        return Reply(200, _result(req.params["task_id"], ".plugins-ml-task", "deleted"))
+
+    # stats and profile: counted from what this server did since it started
+    for template in ("/stats", "/stats/{stat}", "/{node_id}/stats", "/{node_id}/stats/{stat}"):
+        @add("GET", PREFIX + template, role="user")
+        def ml_stats(req: Request) -> Reply:
+            everything, per_model = metrics.predictions()
+            return Reply(200, node.ml_stats(req.params.get("node_id"), req.params.get("stat"),
+                                            counts=registry.counts(), all_predictions=everything,
+                                            per_model=per_model, streams=metrics.streams()))
+
+    for template in ("/profile", "/profile/{kind}", "/profile/{kind}/{ids}"):
+        @add("GET", PREFIX + template, role="user")
+        def ml_profile(req: Request) -> Reply:
+            kind = req.params.get("kind", "models")
+            if kind not in ("models", "tasks"):
+                raise BadRequest(f"unknown profile [{kind}]: models or tasks")
+            return Reply(200, node.ml_profile(kind, req.params.get("ids"), registry.deployed_models(),
+                                              metrics.predictions()[1]))
 
     # cluster settings
     @add("GET", "/_cluster/settings")
@@ -135,6 +209,21 @@ def _required(body: Any) -> Any:
     if body is None:
         raise BadRequest("request body is required")
     return body
+
+
+def _model_ids(body: Any) -> list[str] | None:
+    """``{"model_ids": [...]}`` (and ``node_ids``, which on one node can only name it); no
+    model ids means every deployed model, as ml-commons undeploys them all."""
+    if body is None:
+        return None
+    if not isinstance(body, dict) or set(body) - {"model_ids", "node_ids"}:
+        raise BadRequest("the body takes [model_ids] and [node_ids]")
+    ids = body.get("model_ids")
+    if ids is None:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise BadRequest("[model_ids] must be a list of model ids")
+    return ids
 
 
 def _result(doc_id: str, index: str, result: str) -> dict[str, Any]:

@@ -26,16 +26,22 @@ class Request:
     started: float = 0.0  # time.monotonic() when the request line arrived
     request_id: str = ""
     access: AccessRecord | None = None  # filled in as the request is handled
+    connection: Any = None  # the client's socket, for the few routes that ask where it reached us
 
     def flag(self, name: str) -> bool:
-        value = self.query.get(name)
-        if value is None:
-            return False
-        if value.lower() in ("", "true"):
-            return True
-        if value.lower() == "false":
-            return False
-        raise BadRequest(f"parameter [{name}] must be true or false, got [{value}]")
+        return query_flag(self.query, name)
+
+
+def query_flag(query: dict[str, str], name: str) -> bool:
+    """A boolean query parameter as OpenSearch reads one: present and empty is true."""
+    value = query.get(name)
+    if value is None:
+        return False
+    if value.lower() in ("", "true"):
+        return True
+    if value.lower() == "false":
+        return False
+    raise BadRequest(f"parameter [{name}] must be true or false, got [{value}]")
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from typing import Any, Callable
 
 from ..errors import ClientGone, MLStreamError
@@ -21,7 +22,7 @@ from ..providers.events import Delta, Done, Failure, Started, StreamItem
 from ..speedups import escape_json_string
 from ..sse import DATA_FIELD, EVENT_END, encode_comment, encode_data
 from ..streaming.channel import Channel
-from .responses import json_bytes
+from .responses import GZIP_LEVEL, GZIP_WBITS, json_bytes
 
 # Events already queued are written together (each still its own HTTP chunk), so a
 # fast provider costs one syscall per batch instead of one per token.
@@ -67,7 +68,24 @@ def unframed(data: bytes) -> bytes:
     return data
 
 
-def stream_head(server: str, date: str, request_id: str, *, chunked: bool, close: bool) -> bytes:
+def gzip_framing(frame: Callable[[bytes], bytes], end: bytes) -> tuple[Callable[[bytes], bytes],
+                                                                     Callable[[], bytes]]:
+    """``frame`` and ``finish`` for a gzip-coded stream: each event compressed and flushed
+    on its own (a sync flush: the client decodes it at once, compression holds nothing
+    back); ``finish`` gives the gzip trailer, then ``end``."""
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+
+    def gzip_frame(data: bytes) -> bytes:
+        return frame(compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH))
+
+    def finish() -> bytes:
+        return frame(compressor.flush()) + end
+
+    return gzip_frame, finish
+
+
+def stream_head(server: str, date: str, request_id: str, *, chunked: bool, close: bool,
+                gzip: bool = False) -> bytes:
     """The status line and headers of a 200 event stream, as bytes for one write.
 
     ``request_id`` is a checked token (``framing.request_id``), never raw input.
@@ -75,6 +93,8 @@ def stream_head(server: str, date: str, request_id: str, *, chunked: bool, close
     lines = ["HTTP/1.1 200 OK", f"Server: {server}", f"Date: {date}",
              "Content-Type: text/event-stream; charset=utf-8", "Cache-Control: no-cache",
              "X-Accel-Buffering: no"]
+    if gzip:
+        lines += ["Content-Encoding: gzip", "Vary: Accept-Encoding"]
     if chunked:
         lines.append("Transfer-Encoding: chunked")
     lines.append(f"X-Request-Id: {request_id}")
@@ -102,9 +122,11 @@ class SSEWriter:
     """Writes one committed stream to the client; its counters are read afterwards."""
 
     def __init__(self, write: Callable[[bytes], Any], *, chunked: bool, heartbeat: float,
-                 started: float) -> None:
+                 started: float, gzip: bool = False) -> None:
         self._write = write
-        self._frame, self._end = (chunk, LAST_CHUNK) if chunked else (unframed, b"")
+        frame, end = (chunk, LAST_CHUNK) if chunked else (unframed, b"")
+        # What ends the body: the last chunk (nothing for HTTP/1.0), after the gzip trailer if any.
+        self._frame, self._finish = gzip_framing(frame, end) if gzip else (frame, lambda: end)
         self._heartbeat = heartbeat
         self._started = started
         self.events = 0                          # content events written
@@ -119,7 +141,7 @@ class SSEWriter:
         ``head`` goes out with the first write: one write, one wake-up of the client.
         Write errors (the client gone) propagate; ``outcome`` then stays None.
         """
-        write, frame, end = self._write, self._frame, self._end
+        write, frame, finish = self._write, self._frame, self._finish
         while True:
             if item is None:
                 write(head + frame(HEARTBEAT))
@@ -134,7 +156,7 @@ class SSEWriter:
                     self.events += 1
                 elif type(item) is Done:
                     batch.append(frame(last_event(item.finish_reason, item.usage)))
-                    batch.append(end)
+                    batch.append(finish())
                     outcome = "completed"
                 elif type(item) is Failure:
                     # A client that only shut its sending side still reads: end the body
@@ -144,7 +166,7 @@ class SSEWriter:
                     else:
                         outcome, self.failure = "failed", item.error
                     batch.append(frame(error_event(item.error)))
-                    batch.append(end)
+                    batch.append(finish())
                 if outcome is not None or len(batch) >= MAX_BATCH_EVENTS:
                     break
                 item = channel.get_nowait()

@@ -30,7 +30,7 @@ from ..auth import Authenticator
 from ..errors import (BadRequest, ClientGone, ExpectationFailed, HeadersTooLarge, MethodNotImplemented,
                       MLStreamError, RequestTimeout, UpstreamError, URITooLong, VersionNotSupported)
 from ..framing import (MAX_HEAD_LINE, ChunkedDecoder, HeadLines, body_framing, check_content_type, chunked_ok,
-                       declares_body, parse_json_body, parse_request_line, request_id)
+                       declares_body, decode_content, parse_json_body, parse_request_line, request_id)
 from ..logs import AccessRecord
 from ..metrics import Metrics
 from ..providers.events import Failure
@@ -84,6 +84,8 @@ class Front(Protocol):
 
 class HTTPRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # How this request asked its replies to be written; PLAIN unless it asked.
+    _format: responses.ReplyFormat = responses.PLAIN
     server_version = f"mlstream/{__version__}"
     sys_version = ""
     disable_nagle_algorithm = True  # tokens are small writes; Nagle would delay them
@@ -156,19 +158,24 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         self._body_read = False
         self._request_id = request_id(self.headers.get("X-Request-Id"))
         parts = urlsplit(self.path)
-        self._access = AccessRecord(self.client_address[0], self.command, parts.path, self._request_id)
+        # OpenSearch's router ignores a trailing slash (clients send ".../_predict/").
+        path = (parts.path.rstrip("/") or "/") if parts.path.endswith("/") else parts.path
+        self._access = AccessRecord(self.client_address[0], self.command, path, self._request_id)
         route_label = "unmatched"
         front.in_flight.begin_request()
         try:
-            route, params = front.router.match(self.command, parts.path)
+            query = dict(parse_qsl(parts.query, keep_blank_values=True)) if parts.query else {}
+            accept_encoding = self.headers.get("Accept-Encoding")
+            if query or accept_encoding:
+                self._format = responses.reply_format(query, accept_encoding)
+            route, params = front.router.match(self.command, path)
             route_label = route.template
             self._access.model_id = params.get("model_id")
             if route.role != "public":
                 front.authenticator.authenticate(self.headers.get("Authorization"), route.role)
             check_content_type(self.headers.get("Content-Type"), self._declares_body())
-            request = Request(self.command, parts.path, dict(parse_qsl(parts.query, keep_blank_values=True)),
-                              parse_json_body(self._read_body()), params, started, self._request_id,
-                              self._access)
+            request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
+                              self._request_id, self._access, self.connection)
             reply = route.handler(request)
             if isinstance(reply, StreamReply):
                 self._stream(reply, started)
@@ -184,11 +191,13 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 # Refused before its body was read: the unread bytes must not be taken
                 # for the next request on this connection.
                 self.close_connection = True
-            self._write_reply(responses.error_reply(exc))
+            self._write_reply(responses.error_reply(exc, trace=self._format.error_trace))
         finally:
+            self._format = responses.PLAIN
             duration = time.monotonic() - started
             self._access.duration_ms = duration * 1000
-            front.metrics.http_request(route_label, self.command, self._access.status, duration)
+            front.metrics.http_request(route_label, self.command, self._access.status, duration,
+                                       self._access.model_id)
             self._access.emit()
             front.in_flight.end_request()
 
@@ -211,6 +220,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(framing.length) if framing.length else b""
         self._body_read = True
+        content_encoding = self.headers.get("Content-Encoding") if body else None
+        if content_encoding:
+            # The decoded size counts against the same limit: a bomb is a 413, not memory.
+            body = decode_content(body, content_encoding, self.front.settings.max_body_bytes)
         return body
 
     # --- responses -------------------------------------------------------------
@@ -219,17 +232,22 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         if self.front.draining.is_set():
             self.close_connection = True
         access = getattr(self, "_access", None)
+        fmt = self._format
         if isinstance(reply.body, str):
             payload = reply.body.encode("utf-8")
+        elif fmt is responses.PLAIN:
+            payload = responses.json_bytes(reply.body)
         else:
-            # A protocol error can come before the request line gave us a path.
-            pretty = "pretty" in urlsplit(getattr(self, "path", "")).query
-            payload = responses.json_bytes(reply.body, pretty=pretty)
+            payload = responses.reply_payload(reply.body, fmt)
+        headers = reply.headers
+        if fmt.gzip:
+            payload = responses.gzip_bytes(payload)
+            headers = {**headers, "Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
         try:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(payload)))
-            for name, value in reply.headers.items():
+            for name, value in headers.items():
                 self.send_header(name, value)
             request_id = getattr(self, "_request_id", None)
             if request_id:
@@ -292,16 +310,18 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 front.metrics.upstream_failure(item.error)
                 if isinstance(item.error, UpstreamError):
                     access.upstream_status = item.error.upstream_status
-                self._write_reply(responses.error_reply(item.error))
+                self._write_reply(responses.error_reply(item.error, trace=self._format.error_trace))
                 return
             chunked = chunked_ok(self.request_version)
             if not chunked or front.draining.is_set():
                 # Without chunks only the close tells an HTTP/1.0 client the body ended.
                 self.close_connection = True
+            gzip = self._format.gzip  # only when asked: then every event is flushed as it goes
             head = stream_head(self.version_string(), self.date_time_string(), self._request_id,
-                               chunked=chunked, close=self.close_connection)
+                               chunked=chunked, close=self.close_connection, gzip=gzip)
             access.status = 200
-            writer = SSEWriter(self.wfile.write, chunked=chunked, heartbeat=heartbeat, started=started)
+            writer = SSEWriter(self.wfile.write, chunked=chunked, heartbeat=heartbeat, started=started,
+                               gzip=gzip)
             writer.run(channel, item, head)
             outcome = writer.outcome
         except CLIENT_GONE as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from mlstream.errors import ClientGone, UpstreamError
 from mlstream.providers.events import Delta, Done, Failure, Started
 from mlstream.server.sse_writer import (HEARTBEAT, LAST_CHUNK, SSEWriter, chunk, content_event, error_event,
-                                        first_item, last_event, stream_head)
+                                        first_item, gzip_framing, last_event, stream_head, unframed)
 from mlstream.server.responses import json_bytes
 from mlstream.sse import SSEDecoder, encode_data
 from mlstream.streaming.channel import Channel
@@ -113,3 +114,26 @@ def test_the_token_fast_path_is_sse_encode_data_of_the_envelope(text: str) -> No
     assert len(decoded) == 1
     assert json.loads(decoded[0].data)["inference_results"][0]["output"][0]["dataAsMap"]["content"] == text \
         or any(0xD800 <= ord(c) <= 0xDFFF for c in text)  # lone surrogates cannot round-trip through UTF-8
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "http10"])
+def test_gzip_framing_flushes_every_event(chunked: bool) -> None:
+    """Each framed event decompresses on its own, at once; the finish is the gzip trailer."""
+    frame, finish = gzip_framing(chunk if chunked else unframed, LAST_CHUNK if chunked else b"")
+    decoder = zlib.decompressobj(31)
+    events = [content_event("Ham"), content_event("let"), HEARTBEAT, last_event("stop", None)]
+    for event in events:
+        framed = frame(event)
+        data = framed.split(b"\r\n", 1)[1][:-2] if chunked else framed
+        assert decoder.decompress(data) == event  # nothing held back for the next event
+    tail = finish()
+    if chunked:
+        assert tail.endswith(LAST_CHUNK)
+        tail = tail[: -len(LAST_CHUNK)].split(b"\r\n", 1)[1][:-2]
+    assert decoder.decompress(tail) == b"" and decoder.eof and not decoder.unused_data
+
+
+def test_a_gzip_stream_head_says_so() -> None:
+    head = stream_head("s", "d", "r", chunked=True, close=False, gzip=True)
+    assert b"\r\nContent-Encoding: gzip\r\nVary: Accept-Encoding\r\n" in head
+    assert b"Content-Encoding" not in stream_head("s", "d", "r", chunked=True, close=False)
