@@ -23,7 +23,7 @@ PACKAGE = ROOT / "mlstream"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs")),
     ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "search", "settings", "config",
-                                 "endpoints", "connectors", "ratelimit", "signing", "retry")),
+                                 "endpoints", "connectors", "processing", "ratelimit", "signing", "retry")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("upstream", "providers", "providers.*")),
