@@ -8,11 +8,14 @@ and the merged parameters into the exact ``UpstreamRequest`` to send.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from . import templating
 from .errors import BadRequest
+from .processing import check_function_name
 
 PROTOCOLS = ("http", "aws_sigv4")
 ACTION_TYPES = ("predict", "execute", "batch_predict", "batch_predict_status", "cancel_batch_predict")
@@ -27,9 +30,17 @@ _CONNECTOR_FIELDS = frozenset({
     "tenant_id", "connector_state",
 })
 _ACTION_FIELDS = frozenset({
-    "action_type", "method", "url", "headers", "request_body",
-    "pre_process_function", "post_process_function",
+    "action_type", "name", "method", "url", "headers", "request_body",
+    "pre_process_function", "post_process_function", "supports_structured_output",
 })
+# ConnectorAction.java: a name usable in place of the action type.
+_ACTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# HttpConnector.java STRUCTURED_OUTPUT_ALLOWED_FIELDS: the top-level body fields that
+# "_<field>_json" / "_<field>_additions_json" parameters may set on an action that
+# supports structured output.
+STRUCTURED_OUTPUT_FIELDS = ("response_format", "generationConfig", "toolConfig")
+# ConnectorUtils.java BEDROCK_NOVA_MODEL: the model whose null modality sections are dropped.
+BEDROCK_NOVA_MODEL = "amazon.nova-2-multimodal-embeddings-v1:0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +70,17 @@ class Action:
     request_body: str | None = None
     pre_process_function: str | None = None
     post_process_function: str | None = None
+    name: str | None = None
+    supports_structured_output: bool = False
 
     def to_doc(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"action_type": self.action_type.upper(), "method": self.method,
                                "url": self.url, "headers": dict(self.headers)}
-        for name in ("request_body", "pre_process_function", "post_process_function"):
+        for name in ("request_body", "pre_process_function", "post_process_function", "name"):
             if getattr(self, name) is not None:
                 doc[name] = getattr(self, name)
+        if self.supports_structured_output:
+            doc["supports_structured_output"] = True
         return doc
 
 
@@ -189,9 +204,61 @@ def render_request(connector: Connector, parameters: Mapping[str, Any],
                for name, value in action.headers.items()}
     body = None
     if action.request_body is not None:
-        body = templating.render_json_body(action.request_body, parameters,
-                                           connector.credential).encode("utf-8")
+        text = templating.render_json_body(action.request_body, parameters, connector.credential)
+        if action.supports_structured_output:
+            text = inject_structured_output(text, parameters)
+        if parameters.get("model") == BEDROCK_NOVA_MODEL:
+            text = clean_nova_request(text)
+        body = text.encode("utf-8")
     return UpstreamRequest(method=action.method, url=url, headers=headers, body=body)
+
+
+def inject_structured_output(body: str, parameters: Mapping[str, Any]) -> str:
+    """``HttpConnector.injectStructuredOutputParams``: ``_<field>_json`` parameters (a JSON
+    object, or its text) replace a top-level field of a JSON-object body, then
+    ``_<field>_additions_json`` ones merge into it; only STRUCTURED_OUTPUT_FIELDS."""
+    replacements = [(name, value) for name in STRUCTURED_OUTPUT_FIELDS
+                    if (value := _json_object(parameters.get(f"_{name}_json"))) is not None]
+    additions = [(name, value) for name in STRUCTURED_OUTPUT_FIELDS
+                 if (value := _json_object(parameters.get(f"_{name}_additions_json"))) is not None]
+    if not replacements and not additions:
+        return body
+    doc = json.loads(body)
+    if not isinstance(doc, dict):
+        return body
+    for name, value in replacements:
+        doc[name] = value
+    for name, value in additions:
+        target = doc.get(name)
+        doc[name] = {**(target if isinstance(target, dict) else {}), **value}
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_object(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def clean_nova_request(body: str) -> str:
+    """``ConnectorUtils.cleanBedrockNovaRequest``: in ``singleEmbeddingParams`` drop the
+    modality sections the template left empty (``text.value`` or ``<x>.source.bytes`` null)."""
+    doc = json.loads(body)
+    params = doc.get("singleEmbeddingParams") if isinstance(doc, dict) else None
+    if not isinstance(params, dict):
+        return body
+    for modality in ("text", "image", "video", "audio"):
+        section = params.get(modality)
+        if not isinstance(section, dict):
+            continue
+        holder = section if modality == "text" else section.get("source")
+        key = "value" if modality == "text" else "bytes"
+        if isinstance(holder, dict) and key in holder and holder[key] is None:
+            del params[modality]
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
 def merge_parameters(connector: Connector, request_parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -234,11 +301,19 @@ def _parse_action(raw: Any, index: int) -> Action:
     request_body = raw.get("request_body")
     if request_body is not None and not isinstance(request_body, str):
         raise BadRequest(f"[{where}.request_body] must be a string (a JSON template)")
+    name = _string(raw, "name", where)
+    if name is not None and (not _ACTION_NAME.fullmatch(name) or name.lower() in ACTION_TYPES):
+        raise BadRequest(f"[{where}.name] must be 1 to 64 letters, digits, '-' or '_', and not an "
+                         "action type")
+    structured = raw.get("supports_structured_output", False)
+    if not isinstance(structured, bool):
+        raise BadRequest(f"[{where}.supports_structured_output] must be true or false")
+    functions = {key: _string(raw, key, where) for key in ("pre_process_function", "post_process_function")}
+    for key, function in functions.items():
+        check_function_name(f"{where}.{key}", function)
     return Action(
         action_type=action_type, method=method, url=url, headers=headers,
-        request_body=request_body,
-        pre_process_function=_string(raw, "pre_process_function", where),
-        post_process_function=_string(raw, "post_process_function", where))
+        request_body=request_body, name=name, supports_structured_output=structured, **functions)
 
 
 def _check_credential_placeholders(action: Action, credential: Mapping[str, str], index: int) -> None:
