@@ -32,6 +32,7 @@ from .providers import dialect_for
 from .ratelimit import RateLimiter
 from .registry import Registry, ResolvedModel
 from .settings import ServerSettings
+from .speedups import loads_json
 from .streaming.channel import Channel
 from .streaming.pool import StreamPool
 from .streaming.reader import start_stream
@@ -229,7 +230,7 @@ def _output(post_process_function: str | None, payload: bytes, response_filter: 
     if post_process_function is None:
         return [{"name": "response", "dataAsMap": _filtered(payload, response_filter)}]
     try:
-        answer = json.loads(payload)
+        answer = loads_json(payload)
     except ValueError:
         raise UpstreamError("post_process_function cannot read the model's answer: it is not JSON",
                             kind="answer") from None
@@ -238,7 +239,7 @@ def _output(post_process_function: str | None, payload: bytes, response_filter: 
 
 def _filtered(payload: bytes, response_filter: Any) -> Any:
     try:
-        data = json.loads(payload)
+        data = loads_json(payload)
     except ValueError:
         return {"response": payload.decode("utf-8", errors="replace")}
     if response_filter is None:

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from ..errors import MLStreamError
+from ..speedups import dumps_json
 from .routing import Reply
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ def error_reply(exc: BaseException) -> Reply:
 def json_bytes(body: Any, *, pretty: bool = False) -> bytes:
     if pretty:
         return utf8(json.dumps(body, indent=2, ensure_ascii=False)) + b"\n"
-    return utf8(json.dumps(body, separators=(",", ":"), ensure_ascii=False))
+    return dumps_json(body)
 
 
 def utf8(text: str) -> bytes:
