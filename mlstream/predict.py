@@ -14,7 +14,6 @@ one ``inference_results`` entry per request. One failed request fails the call.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor

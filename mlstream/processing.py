@@ -25,6 +25,7 @@ A tensor is a plain dict in ml-commons' JSON field order (``ModelTensor.toXConte
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -183,8 +184,11 @@ def escape_input_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     return escaped
 
 
+_ESCAPE_NEEDED = re.compile(r'["\\\x00-\x1f]')
+
+
 def _needs_escape(text: str) -> bool:
-    return '"' in text or "\\" in text or any(ch < " " for ch in text)
+    return _ESCAPE_NEEDED.search(text) is not None
 
 
 # --------------------------------------------------------------------------- pre-process
