@@ -22,12 +22,15 @@ ACTION_TYPES = ("predict", "execute", "batch_predict", "batch_predict_status", "
 HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
 BACKOFF_POLICIES = ("constant", "exponential_equal_jitter", "exponential_full_jitter")
 
+# MLCreateConnectorInput.java: validate the connector, store nothing, answer this id.
+DRY_RUN = "dry_run"
+DRY_RUN_CONNECTOR_ID = "dryRunConnector"
 # Top-level fields ml-commons connector documents carry; anything else is a typo
 # we would rather report than silently ignore.
 _CONNECTOR_FIELDS = frozenset({
     "name", "description", "version", "protocol", "parameters", "credential", "actions",
     "client_config", "backend_roles", "add_all_backend_roles", "access_mode", "owner",
-    "tenant_id", "connector_state",
+    "tenant_id", "connector_state", "provisioned_by", DRY_RUN,
 })
 _ACTION_FIELDS = frozenset({
     "action_type", "name", "method", "url", "headers", "request_body",
@@ -160,9 +163,11 @@ def parse_connector(doc: Any, *, where: str = "connector") -> Connector:
                 raise BadRequest(f"[parameters.{key}] is required for protocol aws_sigv4")
     for index, action in enumerate(actions):
         _check_credential_placeholders(action, credential, index)
+    if not isinstance(doc.get(DRY_RUN, False), bool):
+        raise BadRequest(f"[{DRY_RUN}] must be true or false in {where}")
     extra = {key: doc[key] for key in doc if key in _CONNECTOR_FIELDS - {
         "name", "description", "version", "protocol", "parameters", "credential",
-        "actions", "client_config"}}
+        "actions", "client_config", DRY_RUN}}
     return Connector(
         name=name, protocol=protocol, actions=actions, parameters=parameters,
         credential=credential, client_config=parse_client_config(doc.get("client_config")),

@@ -502,3 +502,13 @@ def test_painless_process_function_is_refused_at_creation(bedrock: FakeBedrock, 
     assert "[actions[0].pre_process_function] is a Painless script" in reply.body["error"]["reason"]
     assert api.ok("POST", "/_plugins/_ml/connectors/_search", {"query": {"match_all": {}}})["hits"]["total"][
         "value"] == 0
+
+
+def test_dry_run_checks_the_connector_and_stores_nothing(fake: FakeOpenAI, api: Client) -> None:
+    """MLCreateConnectorInput.java dry_run: the answer's id is "dryRunConnector"."""
+    assert api.ok("POST", "/_plugins/_ml/connectors/_create",
+                  {**openai_embedding_connector(fake), "dry_run": True}) == {"connector_id": "dryRunConnector"}
+    bad = openai_embedding_connector(fake, post_process_function="return params;")
+    assert api.call("POST", "/_plugins/_ml/connectors/_create", {**bad, "dry_run": True}).status == 400
+    hits = api.ok("POST", "/_plugins/_ml/connectors/_search", {"query": {"match_all": {}}})["hits"]
+    assert hits["total"]["value"] == 0

@@ -108,3 +108,12 @@ def test_nova_clean_up_only_for_the_nova_model() -> None:
     assert json.loads(nova.body) == {"singleEmbeddingParams": {"text": {"value": "hi"}}}
     other = render_request(parse_connector(raw), {"model": "other", "text": '"hi"'})
     assert "image" in json.loads(other.body)["singleEmbeddingParams"]
+
+
+# transport/connector/MLCreateConnectorInput.java: provisioned_by and dry_run
+def test_create_input_fields_ml_commons_accepts() -> None:
+    doc = parse_connector({**connector(), "provisioned_by": "ml-commons-agent", "dry_run": True}).public_doc()
+    assert doc["provisioned_by"] == "ml-commons-agent"
+    assert "dry_run" not in doc
+    with pytest.raises(BadRequest, match=r"\[dry_run\] must be true or false"):
+        parse_connector({**connector(), "dry_run": "yes"})
