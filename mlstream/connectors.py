@@ -42,6 +42,17 @@ _ACTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # "_<field>_json" / "_<field>_additions_json" parameters may set on an action that
 # supports structured output.
 STRUCTURED_OUTPUT_FIELDS = ("response_format", "generationConfig", "toolConfig")
+# AbstractConnector.java BLOCKED_DYNAMIC_HEADERS: headers a request parameter may not fill
+# (credentials and client identity go through ${credential.*} or not at all).
+BLOCKED_DYNAMIC_HEADERS = frozenset({
+    "authorization", "proxy-authorization", "cookie", "x-api-key", "x-auth-token", "x-auth-header",
+    "x-forwarded-for", "x-real-ip", "x-client-ip", "cf-connecting-ip", "true-client-ip",
+    "x-originating-ip", "host", "x-forwarded-host", "x-forwarded-server", "forwarded",
+})
+# ConnectorUtils.java validateSubstitutedHeaders: limits of a filled-in header.
+_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+MAX_HEADER_BYTES = 8192
+MAX_HEADERS_BYTES = 65536
 # ConnectorUtils.java BEDROCK_NOVA_MODEL: the model whose null modality sections are dropped.
 BEDROCK_NOVA_MODEL = "amazon.nova-2-multimodal-embeddings-v1:0"
 
@@ -207,6 +218,7 @@ def render_request(connector: Connector, parameters: Mapping[str, Any],
     headers = {name: templating.render(value, parameters, connector.credential,
                                        where=f"header {name}")
                for name, value in action.headers.items()}
+    _check_filled_headers(headers)
     body = None
     if action.request_body is not None:
         text = templating.render_json_body(action.request_body, parameters, connector.credential)
@@ -216,6 +228,21 @@ def render_request(connector: Connector, parameters: Mapping[str, Any],
             text = clean_nova_request(text)
         body = text.encode("utf-8")
     return UpstreamRequest(method=action.method, url=url, headers=headers, body=body)
+
+
+def _check_filled_headers(headers: Mapping[str, str]) -> None:
+    """``ConnectorUtils.validateSubstitutedHeaders``: no control character (a parameter
+    must not add a header line), at most 8 KB a header and 64 KB in all."""
+    total = 0
+    for name, value in headers.items():
+        if _HEADER_CONTROL.search(value):
+            raise BadRequest(f"Header '{name}' value contains invalid control character")
+        size = len(name) + len(value)
+        if size > MAX_HEADER_BYTES:
+            raise BadRequest(f"Header '{name}' size (key + value) exceeds 8KB limit")
+        total += size
+    if total > MAX_HEADERS_BYTES:
+        raise BadRequest("Total headers size (key + value) exceeds 64KB limit")
 
 
 def inject_structured_output(body: str, parameters: Mapping[str, Any]) -> str:
@@ -303,6 +330,9 @@ def _parse_action(raw: Any, index: int) -> Action:
     for name, value in headers.items():
         if not isinstance(value, str):
             raise BadRequest(f"[{where}.headers.{name}] must be a string")
+        if name.lower() in BLOCKED_DYNAMIC_HEADERS and "${parameters." in value:
+            raise BadRequest(f"Header '{name}' cannot use ${{parameters.*}} placeholders for security reasons. "
+                             "Use ${credential.*} instead.")
     request_body = raw.get("request_body")
     if request_body is not None and not isinstance(request_body, str):
         raise BadRequest(f"[{where}.request_body] must be a string (a JSON template)")

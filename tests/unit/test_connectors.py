@@ -117,3 +117,24 @@ def test_create_input_fields_ml_commons_accepts() -> None:
     assert "dry_run" not in doc
     with pytest.raises(BadRequest, match=r"\[dry_run\] must be true or false"):
         parse_connector({**connector(), "dry_run": "yes"})
+
+
+# AbstractConnector.java validateConnectorHeaders (BLOCKED_DYNAMIC_HEADERS)
+@pytest.mark.parametrize("name", ["Authorization", "x-api-key", "Cookie", "Host", "X-Forwarded-For"])
+def test_sensitive_headers_refuse_parameters(name: str) -> None:
+    with pytest.raises(BadRequest, match=f"Header '{name}' cannot use"):
+        parse_connector(connector(headers={name: "Bearer ${parameters.token}"}))
+    parse_connector(connector(headers={name: "Bearer ${credential.k}"}) | {"credential": {"k": "v"}})
+
+
+# ConnectorUtils.java validateSubstitutedHeaders
+@pytest.mark.parametrize("value, message", [
+    ("a\r\nX-Injected: 1", "invalid control character"),
+    ("a\x7f", "invalid control character"),
+    ("x" * 8200, "exceeds 8KB limit"),
+])
+def test_filled_headers_are_checked(value: str, message: str) -> None:
+    parsed = parse_connector(connector(headers={"X-Tenant": "${parameters.tenant}"}))
+    with pytest.raises(BadRequest, match=message):
+        render_request(parsed, {"model": "m", "tenant": value})
+    assert render_request(parsed, {"model": "m", "tenant": "a\tb"}).headers["X-Tenant"] == "a\tb"
