@@ -537,17 +537,8 @@ class _Handler(FakeHandler):
                 "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                 param="stream_options"))
             return
-        try:
-            scenario = parse_scenario(model, headers)
-        except ScenarioError as exc:
-            self._send_json(400, openai_error(str(exc), param="model"))
-            return
-
-        self.pause(scenario.first_delay_ms / 1000)
-        if scenario.status is not None:
-            extra = [("Retry-After", str(scenario.retry_after))] if scenario.status == 429 else []
-            self._send_json(scenario.status, _status_error(scenario.status, model, scenario.retry_after),
-                            extra)
+        scenario = self._scenario(model, headers)
+        if scenario is None:
             return
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         prompt_tokens = _count_words(body.get("messages") if chat else body.get("prompt"))
@@ -557,21 +548,28 @@ class _Handler(FakeHandler):
         else:
             self._answer(encoded, scenario)
 
-    def _embeddings(self, kind: str, headers: dict[str, str], body: Any, deployment: str | None) -> None:
-        if not isinstance(body, dict):
-            self._send_json(400, openai_error("The request body must be a JSON object."))
-            return
-        model = body.get("model") if deployment is None else deployment
+    def _scenario(self, model: str | None, headers: dict[str, str]) -> Scenario | None:
+        """The request's scenario after its first pause; None when its knobs already
+        answered it (a bad knob, or the ``status`` knob)."""
         try:
-            scenario = parse_scenario(model if isinstance(model, str) else None, headers)
+            scenario = parse_scenario(model, headers)
         except ScenarioError as exc:
             self._send_json(400, openai_error(str(exc), param="model"))
-            return
+            return None
         self.pause(scenario.first_delay_ms / 1000)
         if scenario.status is not None:
             extra = [("Retry-After", str(scenario.retry_after))] if scenario.status == 429 else []
             self._send_json(scenario.status, _status_error(scenario.status, str(model), scenario.retry_after),
                             extra)
+            return None
+        return scenario
+
+    def _embeddings(self, kind: str, headers: dict[str, str], body: Any, deployment: str | None) -> None:
+        if not isinstance(body, dict):
+            self._send_json(400, openai_error("The request body must be a JSON object."))
+            return
+        model = body.get("model") if deployment is None else deployment
+        if self._scenario(model if isinstance(model, str) else None, headers) is None:
             return
         try:
             if kind in ("embeddings", "azure_embeddings"):
