@@ -2,7 +2,7 @@
 
 It answers ``POST /model/{modelId}/converse`` and ``POST /model/{modelId}/converse-stream``
 the way ``bedrock-runtime`` does (and ``POST /model/{modelId}/invoke`` for the embedding
-models of the ml-commons blueprints, ``POST /rerank`` as ``bedrock-agent-runtime``, and,
+models and the Anthropic models of the ml-commons blueprints, ``POST /rerank`` as ``bedrock-agent-runtime``, and,
 signed for their own services, Amazon Comprehend's ``DetectDominantLanguage`` /
 ``DetectSentiment`` and Amazon Textract's ``DetectDocumentText`` by ``X-Amz-Target``;
 vectors and scores from ``embeddings``): every request's SigV4 signature is checked (service
@@ -574,7 +574,7 @@ class _Handler(FakeHandler):
 
     def _invoke(self, operation: str, model_id: str | None, body: dict[str, Any],
                 headers: Mapping[str, str]) -> None:
-        """InvokeModel (embedding models) and Rerank. Faults from ``X-Fake-*`` headers:
+        """InvokeModel (embedding models, Anthropic's Messages API) and Rerank. Faults from ``X-Fake-*`` headers:
         ``throttle`` (429), ``first_delay_ms``, ``exception_after: 0`` with an
         ``exception_type`` (its Converse status), ``cut_after: 0`` (hang up)."""
         try:
@@ -594,9 +594,13 @@ class _Handler(FakeHandler):
             self.hang_up()
             return
         try:
-            answer = (embeddings.bedrock_rerank(body) if operation == "rerank"
-                      else embeddings.bedrock_invoke(model_id or "", body))
-        except embeddings.EmbeddingRequestError as error:
+            if operation == "rerank":
+                answer = embeddings.bedrock_rerank(body)
+            elif (model_id or "").startswith("anthropic."):
+                answer = json.dumps(_anthropic_message(model_id or "", scenario, body)).encode()
+            else:
+                answer = embeddings.bedrock_invoke(model_id or "", body)
+        except (embeddings.EmbeddingRequestError, ValueError) as error:
             self._send_error(400, "ValidationException", str(error))
             return
         self._send_bytes(200, answer)
@@ -704,6 +708,21 @@ class _Handler(FakeHandler):
 
     def _send_error(self, status: int, error_type: str, message: str) -> None:
         self._send_json(status, {"message": message}, error_type)
+
+
+def _anthropic_message(model_id: str, scenario: Scenario, body: Mapping[str, Any]) -> dict[str, Any]:
+    """InvokeModel of an Anthropic model (the Messages API on Bedrock): the scenario's text."""
+    if not isinstance(body.get("anthropic_version"), str):
+        raise ValueError("anthropic_version: a string is required")
+    if type(body.get("max_tokens")) is not int or body["max_tokens"] < 1:
+        raise ValueError("max_tokens: a positive integer is required")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages: a non-empty array of messages is required")
+    tokens = fake_tokens(scenario)
+    return {"id": f"msg_bdrk_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "model": model_id,
+            "content": [{"type": "text", "text": "".join(tokens)}], "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": _count_input_tokens(body), "output_tokens": len(tokens)}}
 
 
 def _fake_language(text: str) -> str:

@@ -18,7 +18,7 @@ import pytest
 
 from mlstream.server.app import Server
 from mlstream.testing.embeddings import fake_relevance, fake_vector, quantized
-from mlstream.testing.fake_bedrock import FakeBedrock
+from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
 
 from .conftest import Client
@@ -461,6 +461,22 @@ def openai_chat_connector(fake: FakeOpenAI, request_body: str, **parameters: Any
     }
 
 
+@pytest.mark.parametrize("model", ["gpt-3.5-turbo", "deepseek-chat", "qwen3:4b"],
+                         ids=["open_ai_connector_chat", "deepseek_connector_chat", "ollama_connector_chat"])
+def test_openai_compatible_chat_blueprints(fake: FakeOpenAI, api: Client, model: str) -> None:
+    """open_ai_connector_chat_blueprint.md, deepseek_connector_chat_blueprint.md and
+    ollama_connector_chat_blueprint.md: the same connector shape (supports_structured_output
+    included) on OpenAI's wire format, called with ``parameters.messages``."""
+    model_id = api.model_for(openai_chat_connector(
+        fake, "{ \"model\": \"${parameters.model}\", \"messages\": ${parameters.messages} }", model=model))
+    messages = [{"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "Hello!"}]
+    answer = predict(api, model_id, {"parameters": {"messages": messages}})
+    data = answer["inference_results"][0]["output"][0]["dataAsMap"]
+    assert data["object"] == "chat.completion" and data["choices"][0]["message"]["role"] == "assistant"
+    assert bodies(fake)[-1] == {"model": model, "messages": messages}
+
+
 def test_openai_chat_blueprint_with_structured_output(fake: FakeOpenAI, api: Client) -> None:
     """open_ai_connector_chat_blueprint.md: supports_structured_output is accepted, kept,
     and acted on: a _response_format_json parameter sets the body's response_format."""
@@ -488,6 +504,55 @@ def test_llm_judgment_openai_blueprint_prompts_with_quotes(fake: FakeOpenAI, api
     answer = predict(api, model_id, {"parameters": {"system_prompt": system, "user_prompt": user}})
     assert answer["inference_results"][0]["status_code"] == 200
     assert bodies(fake)[-1]["messages"] == [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def test_bedrock_claude3_invoke_blueprint(bedrock: FakeBedrock, api: Client) -> None:
+    """bedrock_connector_anthropic_claude3_blueprint.md: InvokeModel with Anthropic's Messages
+    API, the answer cut down by its response_filter."""
+    model_id = api.model_for({
+        "name": "Amazon Bedrock Connector: Claude 3", "description": "d", "version": 1, "protocol": "aws_sigv4",
+        "parameters": {"region": bedrock.region, "service_name": "bedrock", "anthropic_version": "bedrock-2023-05-31",
+                       "max_tokens_to_sample": 8000, "temperature": 0.0001, "response_filter": "$.content[0].text",
+                       "model": "anthropic.claude-3-sonnet-20240229-v1:0", "endpoint": host(bedrock)},
+        "credential": aws_credential(bedrock),
+        "actions": [{
+            "action_type": "predict", "method": "POST", "headers": {"content-type": "application/json"},
+            "url": "http://${parameters.endpoint}/model/${parameters.model}/invoke",
+            "request_body": "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                            "\"${parameters.inputs}\"}]}],\"anthropic_version\":\"${parameters.anthropic_version}\","
+                            "\"max_tokens\":${parameters.max_tokens_to_sample}}",
+        }],
+    })
+    answer = predict(api, model_id, {"parameters": {"inputs": "What is the meaning of \"life\"?"}})
+    assert answer == {"inference_results": [{"output": [{"name": "response", "dataAsMap": {"response": DEFAULT_TEXT}}],
+                                             "status_code": 200}]}
+    assert bodies(bedrock)[-1]["messages"][0]["content"][0]["text"] == 'What is the meaning of "life"?'
+
+
+def test_bedrock_converse_blueprint_with_structured_output(bedrock: FakeBedrock, api: Client) -> None:
+    """bedrock_connector_converse_blueprint.md: supports_structured_output, so a
+    _toolConfig_json parameter becomes the request's toolConfig."""
+    model_id = api.model_for({
+        "name": "Amazon Bedrock Converse", "description": "d", "version": 1, "protocol": "aws_sigv4",
+        "parameters": {"region": bedrock.region, "service_name": "bedrock",
+                       "response_filter": "$.output.message.content[0].text",
+                       "model": "anthropic.claude-sonnet-4-5-20251101-v1:0", "endpoint": host(bedrock)},
+        "credential": aws_credential(bedrock),
+        "actions": [{
+            "action_type": "predict", "method": "POST", "supports_structured_output": True,
+            "headers": {"content-type": "application/json"},
+            "url": "http://${parameters.endpoint}/model/${parameters.model}/converse",
+            "request_body": "{\"system\":[{\"text\":\"${parameters.system_prompt}\"}],\"messages\":[{\"role\":"
+                            "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"${parameters.user_prompt}\"}]}]}",
+        }],
+    })
+    tool_config = {"tools": [{"toolSpec": {"name": "extract_facts", "inputSchema": {"json": {"type": "object"}}}}],
+                   "toolChoice": {"tool": {"name": "extract_facts"}}}
+    answer = predict(api, model_id, {"parameters": {"system_prompt": 'Extract "facts".', "user_prompt": "I like tea.",
+                                                    "_toolConfig_json": json.dumps(tool_config)}})
+    assert answer["inference_results"][0]["output"][0]["dataAsMap"] == {"response": DEFAULT_TEXT}
+    sent = bodies(bedrock)[-1]
+    assert sent["toolConfig"] == tool_config and sent["system"] == [{"text": 'Extract "facts".'}]
 
 
 def test_painless_process_function_is_refused_at_creation(bedrock: FakeBedrock, api: Client) -> None:

@@ -1,6 +1,7 @@
-"""The fakes' embedding and rerank APIs, proven with the providers' own SDKs where one
-is installed (openai; boto3 for bedrock-runtime, bedrock-agent-runtime, comprehend,
-textract) and over raw HTTP for Cohere (its SDK is not a test dependency)."""
+"""The fakes' embedding, rerank, Comprehend, Textract and Claude-on-InvokeModel APIs,
+proven with the providers' own SDKs where one is installed (openai; boto3 for
+bedrock-runtime, bedrock-agent-runtime, comprehend, textract) and over raw HTTP for
+Cohere (its SDK is not a test dependency)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import urllib3
 
 from mlstream.testing.embeddings import fake_relevance, fake_vector, quantized
-from mlstream.testing.fake_bedrock import FakeBedrock
+from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
 
 from .conftest import HANG_GUARD
@@ -174,3 +175,14 @@ def test_boto3_comprehend_and_textract(bedrock: FakeBedrock) -> None:
     assert languages == [{"LanguageCode": "en", "Score": 0.99}]
     blocks = aws(bedrock, "textract").detect_document_text(Document={"Bytes": b"\x89PNG"})["Blocks"]
     assert blocks[1]["BlockType"] == "LINE" and blocks[1]["Text"] == "fake text of 8 base64 bytes"
+
+
+def test_boto3_invoke_model_anthropic_messages(bedrock: FakeBedrock) -> None:
+    answer = invoke(bedrock, "anthropic.claude-3-sonnet-20240229-v1:0", {
+        "anthropic_version": "bedrock-2023-05-31", "max_tokens": 100,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Who is Hamlet?"}]}]})
+    assert answer["type"] == "message" and answer["stop_reason"] == "end_turn"
+    assert answer["content"] == [{"type": "text", "text": DEFAULT_TEXT}]
+    assert answer["usage"]["input_tokens"] == 3
+    with pytest.raises(aws(bedrock, "bedrock-runtime").exceptions.ValidationException):
+        invoke(bedrock, "anthropic.claude-3-sonnet-20240229-v1:0", {"messages": []})
