@@ -110,6 +110,11 @@ class Connector:
     version: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def aws_setting(self, key: str) -> str:
+        """``region`` or ``service_name``: the parameters', else the credential's
+        (AwsConnector.java getRegion / getServiceName)."""
+        return str(self.parameters.get(key) or self.credential[key])
+
     def action(self, action_type: str = "predict") -> Action:
         for action in self.actions:
             if action.action_type == action_type:
@@ -170,8 +175,9 @@ def parse_connector(doc: Any, *, where: str = "connector") -> Connector:
             if not credential.get(key):
                 raise BadRequest(f"[credential.{key}] is required for protocol aws_sigv4")
         for key in ("region", "service_name"):
-            if not parameters.get(key):
-                raise BadRequest(f"[parameters.{key}] is required for protocol aws_sigv4")
+            # AwsConnector.java: in the parameters, or else in the credential
+            if not parameters.get(key) and not credential.get(key):
+                raise BadRequest(f"[parameters.{key}] (or [credential.{key}]) is required for protocol aws_sigv4")
     for index, action in enumerate(actions):
         _check_credential_placeholders(action, credential, index)
     if not isinstance(doc.get(DRY_RUN, False), bool):

@@ -14,6 +14,7 @@ import pytest
 
 from mlstream.connectors import clean_nova_request, inject_structured_output, parse_connector, render_request
 from mlstream.errors import BadRequest
+from mlstream.signing import sign_request
 
 
 def connector(**action: Any) -> dict[str, Any]:
@@ -138,3 +139,19 @@ def test_filled_headers_are_checked(value: str, message: str) -> None:
     with pytest.raises(BadRequest, match=message):
         render_request(parsed, {"model": "m", "tenant": value})
     assert render_request(parsed, {"model": "m", "tenant": "a\tb"}).headers["X-Tenant"] == "a\tb"
+
+
+# AwsConnector.java: region and service_name from the parameters, else from the credential
+def test_aws_region_and_service_may_come_from_the_credential() -> None:
+    raw = connector() | {"protocol": "aws_sigv4",
+                         "credential": {"access_key": "AKID", "secret_key": "s", "region": "eu-west-1",
+                                        "service_name": "bedrock"}}
+    parsed = parse_connector(raw)
+    assert (parsed.aws_setting("region"), parsed.aws_setting("service_name")) == ("eu-west-1", "bedrock")
+    both = parse_connector(raw | {"parameters": {"model": "m", "region": "us-east-1"}})
+    assert both.aws_setting("region") == "us-east-1"
+    signed = sign_request(render_request(parsed, {"model": "m"}), parsed)
+    assert "/eu-west-1/bedrock/aws4_request" in signed.headers["Authorization"]
+    del raw["credential"]["region"]
+    with pytest.raises(BadRequest, match=r"\[parameters.region\] \(or \[credential.region\]\) is required"):
+        parse_connector(raw)
