@@ -596,7 +596,7 @@ class _Handler(FakeHandler):
         try:
             if operation == "rerank":
                 answer = embeddings.bedrock_rerank(body)
-            elif (model_id or "").startswith("anthropic."):
+            elif "anthropic." in (model_id or ""):   # also inference profiles: us.anthropic....
                 answer = json.dumps(_anthropic_message(model_id or "", scenario, body)).encode()
             else:
                 answer = embeddings.bedrock_invoke(model_id or "", body)
@@ -711,7 +711,14 @@ class _Handler(FakeHandler):
 
 
 def _anthropic_message(model_id: str, scenario: Scenario, body: Mapping[str, Any]) -> dict[str, Any]:
-    """InvokeModel of an Anthropic model (the Messages API on Bedrock): the scenario's text."""
+    """InvokeModel of an Anthropic model, the scenario's text: the Messages API on Bedrock,
+    or the legacy Text Completions API (a ``prompt``, Claude v2)."""
+    tokens = fake_tokens(scenario)
+    if "prompt" in body:
+        if not isinstance(body["prompt"], str) or type(body.get("max_tokens_to_sample")) is not int:
+            raise ValueError("prompt (a string) and max_tokens_to_sample (an integer) are required")
+        return {"type": "completion", "completion": " " + "".join(tokens), "stop_reason": "stop_sequence",
+                "stop": "\n\nHuman:"}
     if not isinstance(body.get("anthropic_version"), str):
         raise ValueError("anthropic_version: a string is required")
     if type(body.get("max_tokens")) is not int or body["max_tokens"] < 1:
@@ -719,7 +726,6 @@ def _anthropic_message(model_id: str, scenario: Scenario, body: Mapping[str, Any
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages: a non-empty array of messages is required")
-    tokens = fake_tokens(scenario)
     return {"id": f"msg_bdrk_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "model": model_id,
             "content": [{"type": "text", "text": "".join(tokens)}], "stop_reason": "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": _count_input_tokens(body), "output_tokens": len(tokens)}}

@@ -26,8 +26,9 @@ Classes (the server, its lifecycle and the handler's helpers are ``fake_server``
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (legacy text
 completions), ``GET /v1/models``, ``POST /v1/embeddings``; Azure OpenAI's
-``POST /openai/deployments/{deployment}/embeddings`` (key in an ``api-key`` header); and,
-for Cohere, ``POST /v1/embed``, ``/v2/embed``, ``/v1/rerank``, ``/v2/rerank``. Embeddings
+``POST /openai/deployments/{deployment}/embeddings`` and ``.../chat/completions`` (key in
+an ``api-key`` header); and, for Cohere, ``POST /v1/embed``, ``/v2/embed``, ``/v1/rerank``,
+``/v2/rerank``, ``/v1/chat``, ``/v2/chat`` (the answer text as for chat completions). Embeddings
 and rerank scores are deterministic (``embeddings.fake_vector``, ``fake_relevance``).
 Everything else needs ``Authorization: Bearer <api_key>``. The embedding and rerank
 routes honour the ``status``, ``retry_after`` and ``first_delay_ms`` knobs.
@@ -79,6 +80,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import uuid
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
@@ -446,8 +448,11 @@ _ROUTES: dict[str, tuple[str, str]] = {
     "/v2/embed": ("POST", "cohere_embed_v2"),
     "/v1/rerank": ("POST", "cohere_rerank"),
     "/v2/rerank": ("POST", "cohere_rerank"),
+    "/v1/chat": ("POST", "cohere_chat_v1"),
+    "/v2/chat": ("POST", "cohere_chat_v2"),
 }
-_AZURE_EMBEDDINGS = re.compile(r"/+openai/deployments/([^/]+)/embeddings")
+# Azure OpenAI: the deployment stands for the model; the key comes in an api-key header.
+_AZURE = re.compile(r"/+openai/deployments/([^/]+)/(embeddings|chat/completions)")
 
 
 _EMBEDDING_KINDS = frozenset({"embeddings", "azure_embeddings", "cohere_embed_v1", "cohere_embed_v2",
@@ -487,9 +492,9 @@ class _Handler(FakeHandler):
     def _route(self, headers: dict[str, str], raw: bytes, body: Any) -> None:
         path = self.path.split("?", 1)[0]
         route = _ROUTES.get(path)
-        azure = _AZURE_EMBEDDINGS.fullmatch(path)
+        azure = _AZURE.fullmatch(path)
         if azure is not None:
-            route = ("POST", "azure_embeddings")
+            route = ("POST", "azure_embeddings" if azure.group(2) == "embeddings" else "chat")
         if route is None:
             self._send_json(404, openai_error(f"Invalid URL ({self.command} {path})"))
             return
@@ -512,6 +517,9 @@ class _Handler(FakeHandler):
         if kind in _EMBEDDING_KINDS:
             self._embeddings(kind, headers, body, azure.group(1) if azure else None)
             return
+        if kind in ("cohere_chat_v1", "cohere_chat_v2"):
+            self._cohere_chat(kind == "cohere_chat_v2", headers, body)
+            return
         if kind == "models":
             self._send_json(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 1700000000, "owned_by": "mlstream-fake"}
@@ -522,7 +530,7 @@ class _Handler(FakeHandler):
                 "We could not parse the JSON body of your request. (HINT: This likely means you "
                 "aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)"))
             return
-        model = body.get("model")
+        model = body.get("model") if azure is None else azure.group(1)
         if not isinstance(model, str) or not model:
             self._send_json(400, openai_error("you must provide a model parameter"))
             return
@@ -584,6 +592,33 @@ class _Handler(FakeHandler):
             self._send_json(400, openai_error(str(exc)))
             return
         self._send_json_bytes(200, answer)
+
+    def _cohere_chat(self, v2: bool, headers: dict[str, str], body: Any) -> None:
+        """Cohere chat, v1 (``message``) or v2 (``messages``), answering the scenario's text."""
+        if not isinstance(body, dict) or not isinstance(body.get("model" if v2 else "message"), str):
+            self._send_json(400, {"message": "invalid request: " + ("model is required" if v2 else
+                                                                     "message must be a string")})
+            return
+        if v2 and (not isinstance(body.get("messages"), list) or not body["messages"]):
+            self._send_json(400, {"message": "invalid request: messages must be a non-empty list"})
+            return
+        model = body.get("model")
+        scenario = self._scenario(model if isinstance(model, str) else None, headers)
+        if scenario is None:
+            return
+        text = "".join(fake_tokens(scenario))
+        words = _count_words(body.get("messages") if v2 else body.get("message"))
+        tokens = {"input_tokens": words, "output_tokens": len(fake_tokens(scenario))}
+        if v2:
+            answer = {"id": str(uuid.uuid4()), "finish_reason": "COMPLETE",
+                      "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+                      "usage": {"billed_units": tokens, "tokens": tokens}}
+        else:
+            answer = {"response_id": str(uuid.uuid4()), "text": text, "generation_id": str(uuid.uuid4()),
+                      "chat_history": [{"role": "USER", "message": body["message"]},
+                                       {"role": "CHATBOT", "message": text}],
+                      "finish_reason": "COMPLETE", "meta": {"billed_units": tokens}}
+        self._send_json(200, answer)
 
     def _auth_error(self, authorization: str | None) -> dict[str, Any] | None:
         if authorization is None:

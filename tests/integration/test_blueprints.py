@@ -493,6 +493,56 @@ def test_openai_chat_blueprint_with_structured_output(fake: FakeOpenAI, api: Cli
     assert bodies(fake)[-1] == {"model": "gpt-3.5-turbo", "messages": messages, "response_format": schema}
 
 
+def test_azure_openai_chat_blueprint(fake: FakeOpenAI, api: Client) -> None:
+    """azure_openai_connector_chat_blueprint.md."""
+    model_id = api.model_for({
+        "name": "Azure OpenAI chat", "description": "d", "version": "1", "protocol": "http",
+        "parameters": {"endpoint": host(fake), "deploy-name": "gpt-4-deployment", "model": "gpt-4",
+                       "api-version": "2024-02-01", "temperature": 0.7},
+        "credential": {"openAI_key": fake.api_key},
+        "actions": [{
+            "action_type": "predict", "method": "POST",
+            "url": "http://${parameters.endpoint}/openai/deployments/${parameters.deploy-name}/chat/completions"
+                   "?api-version=${parameters.api-version}",
+            "headers": {"api-key": "${credential.openAI_key}"},
+            "request_body": "{ \"messages\": ${parameters.messages}, \"temperature\": ${parameters.temperature} }",
+        }],
+    })
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hello!"}]
+    answer = predict(api, model_id, {"parameters": {"messages": messages}})
+    data = answer["inference_results"][0]["output"][0]["dataAsMap"]
+    assert data["choices"][0]["message"]["content"] and data["model"] == "gpt-4-deployment"
+    assert bodies(fake)[-1] == {"messages": messages, "temperature": 0.7}
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_cohere_chat_blueprints(fake: FakeOpenAI, api: Client, version: int) -> None:
+    """cohere_connector_chat_blueprint.md (v1: ``message``) and
+    cohere_connector_chat_v2_blueprint.md (v2: ``messages``, supports_structured_output)."""
+    body = ("{ \"message\": \"${parameters.message}\", \"model\": \"${parameters.model}\" }" if version == 1 else
+            "{ \"model\": \"${parameters.model}\", \"stream\": false, \"messages\": ${parameters.messages} }")
+    connector = {
+        "name": "Cohere Chat Model", "description": "d", "version": "1", "protocol": "http",
+        "credential": {"cohere_key": fake.api_key},
+        "parameters": {"model": "command" if version == 1 else "command-r-plus"},
+        "actions": [{
+            "action_type": "predict", "method": "POST", "url": f"http://{host(fake)}/v{version}/chat",
+            "headers": {"Authorization": "Bearer ${credential.cohere_key}", "Request-Source": "unspecified:opensearch"},
+            "request_body": body,
+        }],
+    }
+    if version == 2:
+        connector["actions"][0]["supports_structured_output"] = True
+    model_id = api.model_for(connector)
+    parameters: dict[str, Any] = ({"message": 'What is the weather like in "London"?'} if version == 1 else
+                                  {"messages": [{"role": "user", "content": "Hello"}]})
+    data = predict(api, model_id, {"parameters": parameters})["inference_results"][0]["output"][0]["dataAsMap"]
+    text = data["text"] if version == 1 else data["message"]["content"][0]["text"]
+    assert text and data["finish_reason"] == "COMPLETE"
+    if version == 1:
+        assert bodies(fake)[-1]["message"] == 'What is the weather like in "London"?'
+
+
 def test_llm_judgment_openai_blueprint_prompts_with_quotes(fake: FakeOpenAI, api: Client) -> None:
     """llm_judgment/openai_chat_blueprint.md: prompts full of quotes, backslashes and
     newlines go into a JSON string of the template and reach the provider intact."""
@@ -527,6 +577,53 @@ def test_bedrock_claude3_invoke_blueprint(bedrock: FakeBedrock, api: Client) -> 
     assert answer == {"inference_results": [{"output": [{"name": "response", "dataAsMap": {"response": DEFAULT_TEXT}}],
                                              "status_code": 200}]}
     assert bodies(bedrock)[-1]["messages"][0]["content"][0]["text"] == 'What is the meaning of "life"?'
+
+
+def test_bedrock_claude_v2_text_completion_blueprint(bedrock: FakeBedrock, api: Client) -> None:
+    """bedrock_connector_anthropic_claude_blueprint.md: the legacy prompt API; its template
+    writes "\\n\\nHuman:" escapes that must reach the provider as newlines."""
+    model_id = api.model_for({
+        "name": "Amazon Bedrock Connector: Claude v2", "description": "d", "version": 1, "protocol": "aws_sigv4",
+        "parameters": {"region": bedrock.region, "service_name": "bedrock", "anthropic_version": "bedrock-2023-05-31",
+                       "endpoint": host(bedrock), "model": "anthropic.claude-v2"},
+        "credential": aws_credential(bedrock),
+        "actions": [{
+            "action_type": "predict", "method": "POST", "headers": {"content-type": "application/json"},
+            "url": "http://${parameters.endpoint}/model/${parameters.model}/invoke",
+            "request_body": "{\"prompt\":\"\\n\\nHuman: ${parameters.inputs}\\n\\nAssistant:\",\"max_tokens_to_sample\":"
+                            "300,\"temperature\":0.5,\"top_k\":250,\"top_p\":1,\"stop_sequences\":[\"\\\\n\\\\nHuman:\"]}",
+        }],
+    })
+    answer = predict(api, model_id, {"parameters": {"inputs": "Who won the world series in 2020?"}})
+    assert answer["inference_results"][0]["output"][0]["dataAsMap"]["completion"] == " " + DEFAULT_TEXT
+    sent = bodies(bedrock)[-1]
+    assert sent["prompt"] == "\n\nHuman: Who won the world series in 2020?\n\nAssistant:"
+    assert sent["stop_sequences"] == ["\\n\\nHuman:"]
+
+
+def test_bedrock_claude37_inference_profile_blueprint(bedrock: FakeBedrock, api: Client) -> None:
+    """bedrock_connector_anthropic_claude3.7_blueprint.md: an inference-profile model id and
+    ``parameters.messages`` given whole."""
+    model_id = api.model_for({
+        "name": "Amazon Bedrock claude v3.7", "description": "d", "version": 1, "protocol": "aws_sigv4",
+        "parameters": {"region": bedrock.region, "service_name": "bedrock", "anthropic_version": "bedrock-2023-05-31",
+                       "max_tokens": 8000, "temperature": 1, "endpoint": host(bedrock),
+                       "model": "us.anthropic.claude-3-7-sonnet-20250219-v1:0"},
+        "credential": aws_credential(bedrock),
+        "actions": [{
+            "action_type": "predict", "method": "POST", "headers": {"content-type": "application/json"},
+            "url": "http://${parameters.endpoint}/model/${parameters.model}/invoke",
+            "request_body": "{ \"anthropic_version\": \"${parameters.anthropic_version}\", \"max_tokens\": "
+                            "${parameters.max_tokens}, \"temperature\": ${parameters.temperature}, \"messages\": "
+                            "${parameters.messages} }",
+        }],
+    })
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hello world"}]}]
+    answer = predict(api, model_id, {"parameters": {"messages": messages}})
+    assert answer["inference_results"][0]["output"][0]["dataAsMap"]["content"] == [{"type": "text",
+                                                                                   "text": DEFAULT_TEXT}]
+    assert bodies(bedrock)[-1] == {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 8000, "temperature": 1,
+                                   "messages": messages}
 
 
 def test_bedrock_converse_blueprint_with_structured_output(bedrock: FakeBedrock, api: Client) -> None:

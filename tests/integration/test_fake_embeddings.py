@@ -17,8 +17,9 @@ import pytest
 import urllib3
 
 from mlstream.testing.embeddings import fake_relevance, fake_vector, quantized
-from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock
+from mlstream.testing.fake_bedrock import FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
+from mlstream.testing.tokens import DEFAULT_TEXT  # what both fakes answer by default
 
 from .conftest import HANG_GUARD
 
@@ -186,3 +187,28 @@ def test_boto3_invoke_model_anthropic_messages(bedrock: FakeBedrock) -> None:
     assert answer["usage"]["input_tokens"] == 3
     with pytest.raises(aws(bedrock, "bedrock-runtime").exceptions.ValidationException):
         invoke(bedrock, "anthropic.claude-3-sonnet-20240229-v1:0", {"messages": []})
+
+
+def test_azure_openai_sdk_chat(fake: FakeOpenAI) -> None:
+    client = openai.AzureOpenAI(azure_endpoint=fake.url, api_key=fake.api_key, api_version="2024-02-01",
+                                max_retries=0)
+    answer = client.chat.completions.create(model="gpt-4-deployment", messages=[{"role": "user", "content": "hi"}])
+    assert answer.choices[0].message.content == DEFAULT_TEXT and answer.model == "gpt-4-deployment"
+
+
+def test_cohere_chat_v1_and_v2(fake: FakeOpenAI) -> None:
+    status, body, _ = cohere(fake, "/v1/chat", {"message": "What is the weather like in London?", "model": "command"})
+    assert status == 200 and body["text"] == DEFAULT_TEXT and body["finish_reason"] == "COMPLETE"
+    status, body, _ = cohere(fake, "/v2/chat", {"model": "command-r-plus", "stream": False,
+                                                "messages": [{"role": "user", "content": "Hello"}]})
+    assert status == 200 and body["message"]["content"] == [{"type": "text", "text": DEFAULT_TEXT}]
+    assert cohere(fake, "/v2/chat", {"model": "command-r-plus"})[0] == 400
+
+
+def test_boto3_invoke_model_claude_v2_text_and_inference_profiles(bedrock: FakeBedrock) -> None:
+    answer = invoke(bedrock, "anthropic.claude-v2", {"prompt": "\n\nHuman: hi\n\nAssistant:",
+                                                     "max_tokens_to_sample": 300})
+    assert answer["completion"] == " " + DEFAULT_TEXT and answer["stop_reason"] == "stop_sequence"
+    profile = invoke(bedrock, "us.anthropic.claude-3-7-sonnet-20250219-v1:0", {
+        "anthropic_version": "bedrock-2023-05-31", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
+    assert profile["content"][0]["text"] == DEFAULT_TEXT
