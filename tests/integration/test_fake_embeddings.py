@@ -9,7 +9,8 @@ import base64
 import json
 import struct
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import openai
@@ -78,7 +79,7 @@ def test_openai_sdk_sees_the_fault_knobs(fake: FakeOpenAI, knob: str, error: typ
 
 def test_slow_knob_delays_the_answer(fake: FakeOpenAI) -> None:
     start = time.monotonic()
-    status, body, _ = cohere(fake, "/v1/embeddings", {"model": "m", "input": "x", "dimensions": 2},
+    status, _, _ = cohere(fake, "/v1/embeddings", {"model": "m", "input": "x", "dimensions": 2},
                              **{"X-Fake-First-Delay-Ms": "200"})
     assert status == 200 and time.monotonic() - start >= 0.2
 
