@@ -180,9 +180,11 @@ def _render(parts: tuple[_Part, ...], parameters: Mapping[str, Any], credential:
             continue
         text = _as_text(value, part)
         if part.kind == "parameters" and _NESTED_PREFIX in text:
-            if part.name in chain or len(chain) >= _MAX_NESTING:
+            if part.name in chain:
                 raise TemplateError(f"Parameter {part.name} refers to itself in {where}: "
                                     + " -> ".join((*chain, part.name)))
+            if len(chain) >= _MAX_NESTING:
+                raise TemplateError(f"Parameters nest deeper than {_MAX_NESTING} levels in {where}")
             text = _render(_compile(text), parameters, None, where, missing_params, missing_creds,
                            (*chain, part.name))
         if part.to_string:

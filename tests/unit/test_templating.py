@@ -82,6 +82,8 @@ def test_nested_parameter(template: str, parameters: dict[str, Any], expected: s
     ({"a": "${parameters.a}"}, "Parameter a refers to itself in payload: a -> a"),
     ({"a": "${parameters.b}", "b": "x${parameters.a}"}, "refers to itself in payload: a -> b -> a"),
     ({"a": "${parameters.nope}"}, "Some parameter placeholder not filled in payload: nope"),
+    ({"a": "${parameters.p0}", **{f"p{i}": f"${{parameters.p{i + 1}}}" for i in range(20)}, "p20": "end"},
+     "Parameters nest deeper than 16 levels in payload"),
 ])
 def test_nested_parameter_errors(parameters: dict[str, Any], message: str) -> None:
     with pytest.raises(TemplateError) as caught:
