@@ -27,7 +27,7 @@ COPY mlstream ./mlstream
 # mlstream uses botocore's SigV4 signer and event-stream decoder only; neither reads
 # botocore's service models (~26 MB), so they are not shipped. The import-and-sign check
 # fails the build if that ever stops being true. The runtime needs no pip in the venv.
-RUN /opt/mlstream/bin/pip install . \
+RUN /opt/mlstream/bin/pip install '.[fast]' \
  && rm -rf /opt/mlstream/lib/python3*/site-packages/botocore/data \
  && /opt/mlstream/bin/python -c "\
 from botocore.auth import SigV4Auth; \

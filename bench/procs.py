@@ -354,6 +354,33 @@ def openai_connector(fake_address: tuple[str, int], model: str, *, api_key: str 
     return body
 
 
+EMBEDDING_MODEL = "text-embedding-ada-002"
+
+
+def openai_embedding_connector(fake_address: tuple[str, int], *, api_key: str = API_KEY) -> dict[str, Any]:
+    """ml-commons' OpenAI embedding blueprint (openai_connector_embedding_blueprint.md), pointed at the fake."""
+    return {
+        "name": "OpenAI embedding", "description": "The connector to OpenAI embeddings", "version": 1,
+        "protocol": "http",
+        "parameters": {"endpoint": f"{fake_address[0]}:{fake_address[1]}", "model": EMBEDDING_MODEL},
+        "credential": {"openAI_key": api_key},
+        "actions": [{
+            "action_type": "predict", "method": "POST", "url": "http://${parameters.endpoint}/v1/embeddings",
+            "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+            "request_body": "{ \"input\": ${parameters.input}, \"model\": \"${parameters.model}\" }",
+            "pre_process_function": "connector.pre_process.openai.embedding",
+            "post_process_function": "connector.post_process.openai.embedding",
+        }],
+    }
+
+
+def register_connector_model(admin: Admin, connector: dict[str, Any], name: str) -> str:
+    connector_id = admin.ok("POST", "/_plugins/_ml/connectors/_create", connector)["connector_id"]
+    return admin.ok("POST", "/_plugins/_ml/models/_register?deploy=true",
+                    {"name": name, "function_name": "remote", "description": "benchmark model",
+                     "connector_id": connector_id})["model_id"]
+
+
 def register_model(admin: Admin, fake_address: tuple[str, int], model: str, *, api_key: str = API_KEY,
                    max_connection: int | None = None) -> str:
     """Create a connector for ``model`` (a fake model name with knobs) and a deployed model on it."""

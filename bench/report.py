@@ -269,6 +269,19 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
                      f"{srv['fds_before']['total']} → {srv['fds_after']['total']} ({srv['fds_peak']})", ""))
         rows.append(("7 churn", "server RSS before → after (MB)", "",
                      f"{srv['rss_kb_before'] / 1024:.1f} → {srv['rss_kb_after'] / 1024:.1f}", ""))
+    emb = s.get("embedding_predict")
+    if emb and "docs" in emb:
+        for n, e in emb["docs"].items():
+            for p in ("p50", "p99"):
+                rows.append(("8 embeddings", f"_predict, {n} docs × {emb['dimensions']} floats, c=1 {p} (ms)",
+                             fmt(e["direct"]["ms"][p], digits=3), fmt(e["mlstream"]["ms"][p], digits=3),
+                             _plus(e["added_ms"][p])))
+        prof = emb.get("post_process_profile")
+        if prof:
+            rows.append(("8 embeddings", f"one {prof['docs']}-doc answer: decode / post-process / encode (ms), "
+                                         f"{prof['codec']} (stdlib decode / encode)", "",
+                         f"{fmt(prof['decode_ms'])} / {fmt(prof['post_process_ms'])} / {fmt(prof['encode_ms'])}",
+                         f"({fmt(prof['stdlib_decode_ms'])} / {fmt(prof['stdlib_encode_ms'])})"))
     return rows
 
 

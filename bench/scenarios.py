@@ -1,6 +1,7 @@
 """The scenarios of the benchmark: six run against the fake provider directly and
 through mlstream, alternating, in the same run; the seventh, a keep-alive churn
-soak, runs through mlstream only and fails the run on a freeze or a leak.
+soak, runs through mlstream only and fails the run on a freeze or a leak; the
+eighth pairs embedding ``_predict`` calls with the fake's ``/v1/embeddings``.
 
 Each scenario is a function ``(Env) -> dict`` whose dict goes into the JSON as
 it is; ``bench/report.py`` turns those dicts into the Markdown tables. The sizes
@@ -10,6 +11,7 @@ come from :class:`Config` (``--quick`` shrinks them, never the method).
       Pair         one fake answer, as a direct request and as an mlstream request
     relay_throughput  added_latency  slow_streams (+ on-pace capacity)
     backpressure      cancellation   admission      churn (ChurnKind, CHURN_MIX)
+    embedding_predict (+ the JSON and post-process steps of one answer, timed in-process)
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from mlstream import processing, speedups
+from mlstream.testing.embeddings import openai_embeddings
 from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, parse_scenario
 
 from .loadgen import (DIRECT, MLSTREAM, PLAIN, WHOLE, LoadGenerator, Outcomes, Request, Response, RunResult, User,
                       alternate, build_get, build_request, percentile, summarize)
-from .procs import (API_KEY, SEED_MESSAGES, STREAM_INTERFACE, Admin, Child, Processes, ProcSample,
-                    register_model)
+from .procs import (API_KEY, EMBEDDING_MODEL, SEED_MESSAGES, STREAM_INTERFACE, Admin, Child, Processes, ProcSample,
+                    openai_embedding_connector, register_connector_model, register_model)
 
 SIDES = ("direct", "mlstream")
 SETTLE_SECONDS = 15.0       # longest wait for mlstream to finish streams between trials
@@ -75,6 +79,8 @@ class Config:
     churn_thread_tolerance: int = 8
     churn_fd_tolerance: int = 8
     churn_rss_growth_mb: int = 64
+    embedding_docs: tuple[int, ...] = (1, 16, 256)
+    embedding_pairs: int = 200
 
     @classmethod
     def of(cls, quick: bool) -> "Config":
@@ -84,7 +90,8 @@ class Config:
         return cls(quick=True, rounds=1, warmup=0.2, trial_seconds=0.8, latency_pairs=100,
                    slow_streams=200, slow_chunks=20, capacity_levels=(40, 160), capacity_chunks=25,
                    backpressure_chunks=12_000, backpressure_pause=1.0, cancel_samples=10,
-                   cancel_silent_samples=0, admission_probes=60, admission_fill_chunks=15, churn_seconds=10.0)
+                   cancel_silent_samples=0, admission_probes=60, admission_fill_chunks=15, churn_seconds=10.0,
+                   embedding_pairs=20)
 
 
 @dataclass
@@ -1265,6 +1272,80 @@ def _mean(values: Any) -> float | None:
     return round(sum(data) / len(data), 3) if data else None
 
 
+# =========================================================================== 8. embedding _predict
+
+EMBEDDING_DIMENSIONS = 1536      # the fake's default, as text-embedding-ada-002's
+POST_PROFILE_DOCS = 256
+
+
+def embedding_predict(env: Env) -> dict[str, Any]:
+    """An OpenAI embedding model (ml-commons' blueprint: openai.embedding pre- and post-process
+    functions) asked for 1, 16 and 256 documents per call through ``_predict`` with
+    ``text_docs``, against the same documents sent to the fake's ``/v1/embeddings``
+    directly; 1,536 floats per document. Concurrency 1, alternated request by request
+    (:func:`bench.loadgen.alternate`), ``latency_pause_ms`` apart; the added time is
+    taken pair by pair, from the request's first byte written to the whole answer read.
+
+    ``post_process_profile``: the steps of one 256-document answer timed in this process
+    (best of 5): decoding the provider's JSON, the post-process function, encoding the
+    tensors, with the JSON codec mlstream uses (``speedups``) and with the stdlib's.
+    """
+    cfg = env.cfg
+    model_id = register_connector_model(env.admin, openai_embedding_connector(env.fake.address), "bench embeddings")
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    out: dict[str, Any] = {"dimensions": EMBEDDING_DIMENSIONS, "pause_ms": cfg.latency_pause_ms, "docs": {}}
+    for n in cfg.embedding_docs:
+        docs = [f"bench document {i}: the quick brown fox jumps over the lazy dog" for i in range(n)]
+        requests = {
+            "direct": build_request(env.fake.address, "/v1/embeddings", {"model": EMBEDDING_MODEL, "input": docs},
+                                    dialect=PLAIN, stream=False, headers=auth, label="direct"),
+            "mlstream": build_request(env.mlstream.address, f"/_plugins/_ml/models/{model_id}/_predict",
+                                      {"text_docs": docs}, dialect=PLAIN, stream=False, label="mlstream"),
+        }
+        answer = env.admin.ok("POST", f"/_plugins/_ml/models/{model_id}/_predict", {"text_docs": docs})
+        tensors = answer["inference_results"][0]["output"]
+        if len(tensors) != n or tensors[0]["shape"] != [EMBEDDING_DIMENSIONS]:
+            raise RuntimeError(f"preflight embeddings: {len(tensors)} tensors for {n} documents")
+        targets = {"direct": (env.fake.address, requests["direct"]),
+                   "mlstream": (env.mlstream.address, requests["mlstream"])}
+        result = alternate(targets, cfg.embedding_pairs, pause=cfg.latency_pause_ms / 1000, warmup=5, timeout=600)
+        env.generator_runs.append({"label": f"embeddings {n} docs", "wall": round(result.wall, 3),
+                                   "cpu": round(result.cpu, 3)})
+        entry = _alternated(result.responses, False, cfg.latency_pause_ms)
+        entry["response_bytes"] = {side: result.responses[side][0].nbytes if result.responses[side] else None
+                                   for side in SIDES}
+        out["docs"][str(n)] = entry
+    out["post_process_profile"] = post_process_profile(POST_PROFILE_DOCS)
+    return out
+
+
+def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
+    """Milliseconds (best of ``repeat``) of each step mlstream takes on one n-document answer."""
+    docs = [f"profile document {i}" for i in range(n)]
+    payload = openai_embeddings({"input": docs}, EMBEDDING_MODEL)
+    function = "connector.post_process.openai.embedding"
+
+    def best(step: Callable[[], Any]) -> tuple[Any, float]:
+        times = []
+        value = None
+        for _ in range(repeat):
+            start = time.perf_counter()
+            value = step()
+            times.append(time.perf_counter() - start)
+        return value, round(min(times) * 1000, 3)
+
+    answer, decode = best(lambda: speedups.loads_json(payload))
+    tensors, post = best(lambda: processing.post_process(function, answer, None))
+    body = {"inference_results": [{"output": tensors, "status_code": 200}]}
+    encoded, encode = best(lambda: speedups.dumps_json(body))
+    _, stdlib_decode = best(lambda: json.loads(payload))
+    _, stdlib_encode = best(lambda: json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+    return {"docs": n, "dimensions": EMBEDDING_DIMENSIONS, "upstream_bytes": len(payload), "answer_bytes": len(encoded),
+            "codec": "orjson" if speedups.orjson is not None else "stdlib",
+            "decode_ms": decode, "post_process_ms": post, "encode_ms": encode,
+            "stdlib_decode_ms": stdlib_decode, "stdlib_encode_ms": stdlib_encode}
+
+
 SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "relay_throughput": relay_throughput,
     "added_latency": added_latency,
@@ -1273,4 +1354,5 @@ SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "cancellation": cancellation,
     "admission": admission,
     "churn": churn,
+    "embedding_predict": embedding_predict,
 }

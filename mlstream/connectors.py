@@ -8,28 +8,53 @@ and the merged parameters into the exact ``UpstreamRequest`` to send.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from . import templating
 from .errors import BadRequest
+from .processing import check_function_name
 
 PROTOCOLS = ("http", "aws_sigv4")
 ACTION_TYPES = ("predict", "execute", "batch_predict", "batch_predict_status", "cancel_batch_predict")
 HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
 BACKOFF_POLICIES = ("constant", "exponential_equal_jitter", "exponential_full_jitter")
 
+# MLCreateConnectorInput.java: validate the connector, store nothing, answer this id.
+DRY_RUN = "dry_run"
+DRY_RUN_CONNECTOR_ID = "dryRunConnector"
 # Top-level fields ml-commons connector documents carry; anything else is a typo
 # we would rather report than silently ignore.
 _CONNECTOR_FIELDS = frozenset({
     "name", "description", "version", "protocol", "parameters", "credential", "actions",
     "client_config", "backend_roles", "add_all_backend_roles", "access_mode", "owner",
-    "tenant_id", "connector_state",
+    "tenant_id", "connector_state", "provisioned_by", DRY_RUN,
 })
 _ACTION_FIELDS = frozenset({
-    "action_type", "method", "url", "headers", "request_body",
-    "pre_process_function", "post_process_function",
+    "action_type", "name", "method", "url", "headers", "request_body",
+    "pre_process_function", "post_process_function", "supports_structured_output",
 })
+# ConnectorAction.java: a name usable in place of the action type.
+_ACTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# HttpConnector.java STRUCTURED_OUTPUT_ALLOWED_FIELDS: the top-level body fields that
+# "_<field>_json" / "_<field>_additions_json" parameters may set on an action that
+# supports structured output.
+STRUCTURED_OUTPUT_FIELDS = ("response_format", "generationConfig", "toolConfig")
+# AbstractConnector.java BLOCKED_DYNAMIC_HEADERS: headers a request parameter may not fill
+# (credentials and client identity go through ${credential.*} or not at all).
+BLOCKED_DYNAMIC_HEADERS = frozenset({
+    "authorization", "proxy-authorization", "cookie", "x-api-key", "x-auth-token", "x-auth-header",
+    "x-forwarded-for", "x-real-ip", "x-client-ip", "cf-connecting-ip", "true-client-ip",
+    "x-originating-ip", "host", "x-forwarded-host", "x-forwarded-server", "forwarded",
+})
+# ConnectorUtils.java validateSubstitutedHeaders: limits of a filled-in header.
+_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+MAX_HEADER_BYTES = 8192
+MAX_HEADERS_BYTES = 65536
+# ConnectorUtils.java BEDROCK_NOVA_MODEL: the model whose null modality sections are dropped.
+BEDROCK_NOVA_MODEL = "amazon.nova-2-multimodal-embeddings-v1:0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +84,17 @@ class Action:
     request_body: str | None = None
     pre_process_function: str | None = None
     post_process_function: str | None = None
+    name: str | None = None
+    supports_structured_output: bool = False
 
     def to_doc(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"action_type": self.action_type.upper(), "method": self.method,
                                "url": self.url, "headers": dict(self.headers)}
-        for name in ("request_body", "pre_process_function", "post_process_function"):
+        for name in ("request_body", "pre_process_function", "post_process_function", "name"):
             if getattr(self, name) is not None:
                 doc[name] = getattr(self, name)
+        if self.supports_structured_output:
+            doc["supports_structured_output"] = True
         return doc
 
 
@@ -80,6 +109,11 @@ class Connector:
     description: str | None = None
     version: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def aws_setting(self, key: str) -> str:
+        """``region`` or ``service_name``: the parameters', else the credential's
+        (AwsConnector.java getRegion / getServiceName)."""
+        return str(self.parameters.get(key) or self.credential[key])
 
     def action(self, action_type: str = "predict") -> Action:
         for action in self.actions:
@@ -141,13 +175,16 @@ def parse_connector(doc: Any, *, where: str = "connector") -> Connector:
             if not credential.get(key):
                 raise BadRequest(f"[credential.{key}] is required for protocol aws_sigv4")
         for key in ("region", "service_name"):
-            if not parameters.get(key):
-                raise BadRequest(f"[parameters.{key}] is required for protocol aws_sigv4")
+            # AwsConnector.java: in the parameters, or else in the credential
+            if not parameters.get(key) and not credential.get(key):
+                raise BadRequest(f"[parameters.{key}] (or [credential.{key}]) is required for protocol aws_sigv4")
     for index, action in enumerate(actions):
         _check_credential_placeholders(action, credential, index)
+    if not isinstance(doc.get(DRY_RUN, False), bool):
+        raise BadRequest(f"[{DRY_RUN}] must be true or false in {where}")
     extra = {key: doc[key] for key in doc if key in _CONNECTOR_FIELDS - {
         "name", "description", "version", "protocol", "parameters", "credential",
-        "actions", "client_config"}}
+        "actions", "client_config", DRY_RUN}}
     return Connector(
         name=name, protocol=protocol, actions=actions, parameters=parameters,
         credential=credential, client_config=parse_client_config(doc.get("client_config")),
@@ -187,11 +224,79 @@ def render_request(connector: Connector, parameters: Mapping[str, Any],
     headers = {name: templating.render(value, parameters, connector.credential,
                                        where=f"header {name}")
                for name, value in action.headers.items()}
+    _check_filled_headers(headers)
     body = None
     if action.request_body is not None:
-        body = templating.render_json_body(action.request_body, parameters,
-                                           connector.credential).encode("utf-8")
+        text = templating.render_json_body(action.request_body, parameters, connector.credential)
+        if action.supports_structured_output:
+            text = inject_structured_output(text, parameters)
+        if parameters.get("model") == BEDROCK_NOVA_MODEL:
+            text = clean_nova_request(text)
+        body = text.encode("utf-8")
     return UpstreamRequest(method=action.method, url=url, headers=headers, body=body)
+
+
+def _check_filled_headers(headers: Mapping[str, str]) -> None:
+    """``ConnectorUtils.validateSubstitutedHeaders``: no control character (a parameter
+    must not add a header line), at most 8 KB a header and 64 KB in all."""
+    total = 0
+    for name, value in headers.items():
+        if _HEADER_CONTROL.search(value):
+            raise BadRequest(f"Header '{name}' value contains invalid control character")
+        size = len(name) + len(value)
+        if size > MAX_HEADER_BYTES:
+            raise BadRequest(f"Header '{name}' size (key + value) exceeds 8KB limit")
+        total += size
+    if total > MAX_HEADERS_BYTES:
+        raise BadRequest("Total headers size (key + value) exceeds 64KB limit")
+
+
+def inject_structured_output(body: str, parameters: Mapping[str, Any]) -> str:
+    """``HttpConnector.injectStructuredOutputParams``: ``_<field>_json`` parameters (a JSON
+    object, or its text) replace a top-level field of a JSON-object body, then
+    ``_<field>_additions_json`` ones merge into it; only STRUCTURED_OUTPUT_FIELDS."""
+    replacements = [(name, value) for name in STRUCTURED_OUTPUT_FIELDS
+                    if (value := _json_object(parameters.get(f"_{name}_json"))) is not None]
+    additions = [(name, value) for name in STRUCTURED_OUTPUT_FIELDS
+                 if (value := _json_object(parameters.get(f"_{name}_additions_json"))) is not None]
+    if not replacements and not additions:
+        return body
+    doc = json.loads(body)
+    if not isinstance(doc, dict):
+        return body
+    for name, value in replacements:
+        doc[name] = value
+    for name, value in additions:
+        target = doc.get(name)
+        doc[name] = {**(target if isinstance(target, dict) else {}), **value}
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_object(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def clean_nova_request(body: str) -> str:
+    """``ConnectorUtils.cleanBedrockNovaRequest``: in ``singleEmbeddingParams`` drop the
+    modality sections the template left empty (``text.value`` or ``<x>.source.bytes`` null)."""
+    doc = json.loads(body)
+    params = doc.get("singleEmbeddingParams") if isinstance(doc, dict) else None
+    if not isinstance(params, dict):
+        return body
+    for modality in ("text", "image", "video", "audio"):
+        section = params.get(modality)
+        if not isinstance(section, dict):
+            continue
+        holder = section if modality == "text" else section.get("source")
+        key = "value" if modality == "text" else "bytes"
+        if isinstance(holder, dict) and key in holder and holder[key] is None:
+            del params[modality]
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
 def merge_parameters(connector: Connector, request_parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -231,14 +336,25 @@ def _parse_action(raw: Any, index: int) -> Action:
     for name, value in headers.items():
         if not isinstance(value, str):
             raise BadRequest(f"[{where}.headers.{name}] must be a string")
+        if name.lower() in BLOCKED_DYNAMIC_HEADERS and "${parameters." in value:
+            raise BadRequest(f"Header '{name}' cannot use ${{parameters.*}} placeholders for security reasons. "
+                             "Use ${credential.*} instead.")
     request_body = raw.get("request_body")
     if request_body is not None and not isinstance(request_body, str):
         raise BadRequest(f"[{where}.request_body] must be a string (a JSON template)")
+    name = _string(raw, "name", where)
+    if name is not None and (not _ACTION_NAME.fullmatch(name) or name.lower() in ACTION_TYPES):
+        raise BadRequest(f"[{where}.name] must be 1 to 64 letters, digits, '-' or '_', and not an "
+                         "action type")
+    structured = raw.get("supports_structured_output", False)
+    if not isinstance(structured, bool):
+        raise BadRequest(f"[{where}.supports_structured_output] must be true or false")
+    functions = {key: _string(raw, key, where) for key in ("pre_process_function", "post_process_function")}
+    for key, function in functions.items():
+        check_function_name(f"{where}.{key}", function)
     return Action(
         action_type=action_type, method=method, url=url, headers=headers,
-        request_body=request_body,
-        pre_process_function=_string(raw, "pre_process_function", where),
-        post_process_function=_string(raw, "post_process_function", where))
+        request_body=request_body, name=name, supports_structured_output=structured, **functions)
 
 
 def _check_credential_placeholders(action: Action, credential: Mapping[str, str], index: int) -> None:

@@ -3,7 +3,8 @@
 Starts the built-in fake OpenAI provider and a real mlstream server on free
 loopback ports (state in a temporary directory), registers the seed's connector
 and model through the HTTP API, streams one answer to the terminal as it
-arrives, then prints curl commands for the running server.
+arrives, embeds two documents with a model on ml-commons' OpenAI embedding
+blueprint, then prints curl commands for the running server.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .testing.fake_openai import FakeOpenAI
 log = logging.getLogger(__name__)
 
 QUESTION = "Can you summarize Prince Hamlet of William Shakespeare in around 1000 words?"
+DOCUMENTS = ["What is the meaning of life?", "To be, or not to be, that is the question."]
 # The fake answers word by word at this pace, so the stream is visible.
 DEMO_DELAY_MS = 40
 
@@ -46,6 +48,27 @@ def connector_body(fake: FakeOpenAI) -> dict[str, Any]:
             "headers": {"Authorization": "Bearer ${credential.openAI_key}",
                         "X-Fake-Delay-Ms": str(DEMO_DELAY_MS)},
             "request_body": "{ \"model\": \"${parameters.model}\", \"messages\": ${parameters.messages} }",
+        }],
+    }
+
+
+def embedding_connector_body(fake: FakeOpenAI) -> dict[str, Any]:
+    """ml-commons' OpenAI embedding blueprint, verbatim but for the URL (the fake)."""
+    return {
+        "name": "OpenAI embedding connector",
+        "description": "The connector to OpenAI's embedding model",
+        "version": 1,
+        "protocol": "http",
+        "parameters": {"model": "text-embedding-ada-002"},
+        "credential": {"openAI_key": fake.api_key},
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "url": f"{fake.url}/v1/embeddings",
+            "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+            "request_body": "{ \"input\": ${parameters.input}, \"model\": \"${parameters.model}\" }",
+            "pre_process_function": "connector.pre_process.openai.embedding",
+            "post_process_function": "connector.post_process.openai.embedding",
         }],
     }
 
@@ -79,9 +102,10 @@ def run_demo(*, port: int = 0, once: bool = False) -> int:
             out.write(f"connector {connector_id}, model {model_id}\n\n> {QUESTION}\n\n")
             out.flush()
             _stream_to(out, http, f"{server.url}/_plugins/_ml/models/{model_id}/_predict/stream")
+            embedding_model_id = _embed(out, http, server.url, fake)
             if once:
                 return 0
-            out.write(_curl_guide(server.url, model_id))
+            out.write(_curl_guide(server.url, model_id, embedding_model_id))
             out.write("\nServing until Ctrl-C.\n")
             out.flush()
             stop = threading.Event()
@@ -92,6 +116,25 @@ def run_demo(*, port: int = 0, once: bool = False) -> int:
             return 0
         finally:
             server.stop(drain_timeout=1.0)
+
+
+def _embed(out: Any, http: urllib3.PoolManager, url: str, fake: FakeOpenAI) -> str:
+    """Register the embedding model, embed DOCUMENTS, print the tensors in short; its id."""
+    connector_id = _call(http, "POST", f"{url}/_plugins/_ml/connectors/_create",
+                         embedding_connector_body(fake))["connector_id"]
+    model_id = _call(http, "POST", f"{url}/_plugins/_ml/models/_register?deploy=true", {
+        "name": "openai text-embedding-ada-002", "function_name": "remote",
+        "description": "openai embedding model", "connector_id": connector_id})["model_id"]
+    answer = _call(http, "POST", f"{url}/_plugins/_ml/_predict/text_embedding/{model_id}",
+                   {"text_docs": DOCUMENTS})
+    out.write(f"\nembedding model {model_id}: POST /_plugins/_ml/_predict/text_embedding/{model_id} "
+              f"{{\"text_docs\": {json.dumps(DOCUMENTS)}}}\n")
+    for document, tensor in zip(DOCUMENTS, answer["inference_results"][0]["output"]):
+        head = ", ".join(f"{value:.4f}" for value in tensor["data"][:3])
+        out.write(f"  {tensor['name']} {tensor['data_type']} shape {tensor['shape']} [{head}, ...]  "
+                  f"<- {document!r}\n")
+    out.flush()
+    return model_id
 
 
 def _call(http: urllib3.PoolManager, method: str, url: str, body: Any) -> dict[str, Any]:
@@ -125,14 +168,17 @@ def _stream_to(out: Any, http: urllib3.PoolManager, url: str) -> None:
         response.release_conn()
 
 
-def _curl_guide(url: str, model_id: str) -> str:
+def _curl_guide(url: str, model_id: str, embedding_model_id: str) -> str:
     body = json.dumps(predict_body(stream=True), indent=2)
     plain = json.dumps(predict_body(stream=False))
+    docs = json.dumps({"text_docs": DOCUMENTS})
     return (
         "\nTry it yourself:\n\n"
         f"curl -N -X POST \"{url}/_plugins/_ml/models/{model_id}/_predict/stream\" "
         f"-H \"Content-Type: application/json\" -d '{body}'\n\n"
         f"curl -X POST \"{url}/_plugins/_ml/models/{model_id}/_predict\" "
         f"-H \"Content-Type: application/json\" -d '{plain}'\n\n"
+        f"curl -X POST \"{url}/_plugins/_ml/_predict/text_embedding/{embedding_model_id}\" "
+        f"-H \"Content-Type: application/json\" -d '{docs}'\n\n"
         f"curl \"{url}/_plugins/_ml/models/{model_id}\"\n"
         f"curl \"{url}/metrics\"\n")

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .connectors import Connector, parse_connector, action_url_with_connector_parameters
+from .connectors import (DRY_RUN, DRY_RUN_CONNECTOR_ID, Connector, action_url_with_connector_parameters,
+                         parse_connector)
 from .credentials import CredentialCodec
 from .endpoints import EndpointPolicy
 from .errors import BadRequest, Conflict, NotFound
@@ -74,6 +75,8 @@ class Registry:
 
     def create_connector(self, body: Any) -> str:
         connector = self._checked_connector(body)
+        if body.get(DRY_RUN) is True:
+            return DRY_RUN_CONNECTOR_ID  # checked, as ml-commons' dry run, and not stored
         connector_id = new_id()
         stamp = now_ms()
         self._store.put("connector", Record(

@@ -41,6 +41,6 @@ def sign_request(request: UpstreamRequest, connector: Connector) -> UpstreamRequ
                if name.lower() not in _SIGNING_HEADERS and name.lower() != "host"}
     headers["Host"] = parts.netloc  # sign the Host header that urllib3 will send
     aws_request = AWSRequest(method=request.method, url=url, data=request.body or b"", headers=headers)
-    SigV4Auth(credentials, str(connector.parameters["service_name"]),
-              str(connector.parameters["region"])).add_auth(aws_request)
+    SigV4Auth(credentials, connector.aws_setting("service_name"),
+              connector.aws_setting("region")).add_auth(aws_request)
     return replace(request, url=url, headers=dict(aws_request.headers.items()))

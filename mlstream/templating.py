@@ -10,9 +10,13 @@ action are templates in ml-commons' syntax:
     ${credential.KEY}              a credential value, same forms as above
 
 A template is compiled once (cached) into literal and placeholder parts, so
-rendering is one pass over the parts and a join. Placeholders are found in the
-template only: a parameter *value* that itself contains ``${parameters.x}`` is
-inserted verbatim, never expanded or reported as unfilled.
+rendering is one pass over the parts and a join.
+
+A parameter *value* that itself holds ``${parameters.x}`` placeholders has them
+filled too, recursively, as ml-commons' ``StringSubstitutor`` does (a connector's
+``"api": "Comprehend_${parameters.api_version}.${parameters.api_name}"`` used in a
+header); a value that refers back to itself is an error. Inside values only
+``${parameters.`` placeholders count: a value is never a way to reach a credential.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class _Placeholder:
     to_string: bool
     default: str | None
     quoted_null: bool       # the '"${...:-null}"' form: the quotes are part of it
+    text: str               # as written (without the quotes of the quoted-null form)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +100,7 @@ def _compile(template: str) -> tuple[_Part, ...]:
         else:
             parts.append(template[pos:start])
         parts.append(_Placeholder(m.group("kind"), m.group("name"),
-                                  m.group("to_string") is not None, default, quoted_null))
+                                  m.group("to_string") is not None, default, quoted_null, m.group()))
         pos = end
     parts.append(template[pos:])
     return tuple(p for p in parts if p != "")
@@ -115,6 +120,11 @@ def _escape(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
+_NESTED_PREFIX = "${parameters."
+# Nesting deeper than this is a cycle in all but name (ml-commons' substitutor fails on cycles).
+_MAX_NESTING = 16
+
+
 def render(template: str, parameters: Mapping[str, Any], credential: Mapping[str, str],
            *, where: str) -> str:
     """Fill every placeholder of ``template``.
@@ -124,16 +134,40 @@ def render(template: str, parameters: Mapping[str, Any], credential: Mapping[str
     that could not be filled (sorted, comma-separated), or the first malformed
     one; a reason never contains a credential value.
     """
-    parts = _compile(template)
-    out: list[str] = []
     missing_params: set[str] = set()
     missing_creds: set[str] = set()
+    text = _render(_compile(template), parameters, credential, where, missing_params,
+                   missing_creds, ())
+    if missing_params or missing_creds:
+        reasons = []
+        if missing_params:
+            reasons.append(f"Some parameter placeholder not filled in {where}: "
+                           + ", ".join(sorted(missing_params)))
+        if missing_creds:
+            reasons.append(f"Some credential placeholder not filled in {where}: "
+                           + ", ".join(sorted(missing_creds)))
+        raise TemplateError("; ".join(reasons))
+    return text
+
+
+def _render(parts: tuple[_Part, ...], parameters: Mapping[str, Any], credential: Mapping[str, str] | None,
+            where: str, missing_params: set[str], missing_creds: set[str],
+            chain: tuple[str, ...]) -> str:
+    """``credential`` None: the parts come from a parameter value (nested), where only
+    parameter placeholders are filled and everything else stays as written."""
+    out: list[str] = []
     for part in parts:
         if type(part) is str:
             out.append(part)
             continue
         if type(part) is _Malformed:
+            if credential is None:
+                out.append(part.text)
+                continue
             raise TemplateError(f"Malformed placeholder in {where}: {part.text}")
+        if part.kind == "credential" and credential is None:
+            out.append(f'"{part.text}"' if part.quoted_null else part.text)
+            continue
         source = parameters if part.kind == "parameters" else credential
         value = source.get(part.name)
         if value is None and part.default is not None:
@@ -145,18 +179,17 @@ def render(template: str, parameters: Mapping[str, Any], credential: Mapping[str
             (missing_params if part.kind == "parameters" else missing_creds).add(part.name)
             continue
         text = _as_text(value, part)
+        if part.kind == "parameters" and _NESTED_PREFIX in text:
+            if part.name in chain:
+                raise TemplateError(f"Parameter {part.name} refers to itself in {where}: "
+                                    + " -> ".join((*chain, part.name)))
+            if len(chain) >= _MAX_NESTING:
+                raise TemplateError(f"Parameters nest deeper than {_MAX_NESTING} levels in {where}")
+            text = _render(_compile(text), parameters, None, where, missing_params, missing_creds,
+                           (*chain, part.name))
         if part.to_string:
             text = _escape(text)
         out.append(f'"{text}"' if part.quoted_null else text)
-    if missing_params or missing_creds:
-        reasons = []
-        if missing_params:
-            reasons.append(f"Some parameter placeholder not filled in {where}: "
-                           + ", ".join(sorted(missing_params)))
-        if missing_creds:
-            reasons.append(f"Some credential placeholder not filled in {where}: "
-                           + ", ".join(sorted(missing_creds)))
-        raise TemplateError("; ".join(reasons))
     return "".join(out)
 
 

@@ -22,8 +22,9 @@ PACKAGE = ROOT / "mlstream"
 # Bottom to top; a pattern names modules (fnmatch on dotted names without "mlstream.").
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs")),
-    ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings", "config",
-                                 "endpoints", "connectors", "ratelimit", "signing", "retry")),
+    ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
+                                 "config", "endpoints", "connectors", "processing", "ratelimit", "signing",
+                                 "retry")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("upstream", "providers", "providers.*")),

@@ -152,6 +152,7 @@ class App:
             self.in_flight.wait_idle(CANCEL_GRACE_SECONDS)
 
     def close(self) -> None:
+        self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()
         self.store.close()

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import MLStreamError
 from ..filterpath import FilterPath, parse_filter_path
 from ..framing import accepts_gzip
+from ..speedups import dumps_json
 from .routing import Reply, query_flag
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def gzip_bytes(payload: bytes) -> bytes:
 def json_bytes(body: Any, *, pretty: bool = False) -> bytes:
     if pretty:  # OpenSearch's pretty printer: two spaces, " : " between key and value
         return utf8(json.dumps(body, indent=2, separators=(",", " : "), ensure_ascii=False)) + b"\n"
-    return utf8(json.dumps(body, separators=(",", ":"), ensure_ascii=False))
+    return dumps_json(body)
 
 
 def utf8(text: str) -> bytes:

@@ -142,15 +142,12 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def undeploy_models(req: Request) -> Reply:
         return Reply(200, registry.undeploy_models(_model_ids(req.body)))
 
-    @add("POST", f"{PREFIX}/_predict/{{algorithm}}/{{model_id}}", role="user")
-    def predict_with_algorithm(req: Request) -> Reply:
-        if req.params["algorithm"].lower() != "remote":
-            raise BadRequest(f"algorithm [{req.params['algorithm']}] is not served: only remote models are")
-        return predict(req)
-
     @add("POST", f"{PREFIX}/models/{{model_id}}/_predict", role="user")
+    @add("POST", f"{PREFIX}/_predict/{{algorithm}}/{{model_id}}", role="user")
     def predict(req: Request) -> Reply:
-        result = predictor.predict(req.params["model_id"], _required(req.body), req.request_id)
+        algorithm = req.params.get("algorithm") or req.query.get("algorithm")
+        result = predictor.predict(req.params["model_id"], _required(req.body), req.request_id,
+                                   algorithm)
         if req.access is not None:
             req.access.upstream_status = result.upstream_status
         # What the gateway added, next to what the provider took (ms).

@@ -1,7 +1,11 @@
 """A fake Amazon Bedrock runtime on loopback that speaks the real wire protocol.
 
 It answers ``POST /model/{modelId}/converse`` and ``POST /model/{modelId}/converse-stream``
-the way ``bedrock-runtime`` does: every request's SigV4 signature is checked (service
+the way ``bedrock-runtime`` does (and ``POST /model/{modelId}/invoke`` for the embedding
+models and the Anthropic models of the ml-commons blueprints, ``POST /rerank`` as ``bedrock-agent-runtime``, and,
+signed for their own services, Amazon Comprehend's ``DetectDominantLanguage`` /
+``DetectSentiment`` and Amazon Textract's ``DetectDocumentText`` by ``X-Amz-Target``;
+vectors and scores from ``embeddings``): every request's SigV4 signature is checked (service
 ``bedrock``), errors carry ``x-amzn-ErrorType`` and a ``{"message": ...}`` body, and
 ConverseStream answers are AWS event-stream frames in HTTP/1.1 chunks. The real boto3
 ``bedrock-runtime`` client works against it unchanged, which is what makes it a fair
@@ -51,10 +55,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from mlstream.testing import sigv4
+from mlstream.testing import embeddings, sigv4
 from mlstream.testing.eventstream import encode_event, encode_exception
-from mlstream.testing.fake_server import (LAST_CHUNK, BadBody, FakeHandler, FakeServer,
-                                          http_chunk, json_or_none)
+from mlstream.testing.fake_server import (
+    LAST_CHUNK,
+    BadBody,
+    FakeHandler,
+    FakeServer,
+    http_chunk,
+    json_or_none,
+)
 from mlstream.testing.stats import MAX_RECORDED_REQUESTS, CounterStats
 from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
 
@@ -103,7 +113,10 @@ _CONVERSE_ERRORS = {
 
 #: The "p" field real Bedrock pads event payloads with; clients must ignore it.
 _PADDING_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-_ROUTE_RE = re.compile(r"/model/([^/]+)/(converse|converse-stream)")
+_ROUTE_RE = re.compile(r"/model/([^/]+)/(converse|converse-stream|invoke)")
+# X-Amz-Target prefixes of the JSON-protocol AWS services the fake answers, and the
+# SigV4 service name each is signed for.
+_TARGET_SERVICES = {"Comprehend_20171127.": "comprehend", "Textract.": "textract"}
 
 
 # -- scenario ---------------------------------------------------------------------------
@@ -501,7 +514,10 @@ class _Handler(FakeHandler):
         path, _, query = self.path.partition("?")
         route = _ROUTE_RE.fullmatch(path)
         model_id = unquote(route.group(1)) if route else None
-        operation = route.group(2) if route else None
+        operation = route.group(2) if route else ("rerank" if path == "/rerank" else None)
+        target = headers.get("x-amz-target", "")
+        service = next((name for prefix, name in _TARGET_SERVICES.items() if target.startswith(prefix)),
+                       SIGNING_SERVICE)
         body = json_or_none(raw_body)
         fake.stats._record(
             RecordedRequest(self.command, self.path, headers, body, raw_body, model_id, operation)
@@ -519,7 +535,7 @@ class _Handler(FakeHandler):
             access_key=fake.access_key,
             secret_key=fake.secret_key,
             region=fake.region,
-            service=SIGNING_SERVICE,
+            service=service,
             session_token=fake.session_token,
         )
         if not result.ok:
@@ -527,11 +543,17 @@ class _Handler(FakeHandler):
             fake.stats._record_signature_failure(result.reason)
             self._send_error(403, result.error_type, _signature_failure_message(result))
             return
-        if route is None or self.command != "POST":
+        if service != SIGNING_SERVICE and path == "/" and self.command == "POST":
+            self._aws_json_service(target, body)
+            return
+        if operation is None or self.command != "POST":
             self._send_error(404, "ResourceNotFoundException", f"No route for {self.command} {path}")
             return
         if not isinstance(body, dict):
             self._send_error(400, "ValidationException", "The request body must be a JSON object.")
+            return
+        if operation in ("invoke", "rerank"):
+            self._invoke(operation, model_id, body, headers)
             return
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -549,6 +571,67 @@ class _Handler(FakeHandler):
             self._converse(scenario, body)
         else:
             self._converse_stream(scenario, body)
+
+    def _invoke(self, operation: str, model_id: str | None, body: dict[str, Any],
+                headers: Mapping[str, str]) -> None:
+        """InvokeModel (embedding models, Anthropic's Messages API) and Rerank. Faults from ``X-Fake-*`` headers:
+        ``throttle`` (429), ``first_delay_ms``, ``exception_after: 0`` with an
+        ``exception_type`` (its Converse status), ``cut_after: 0`` (hang up)."""
+        try:
+            scenario = self.fake.default_scenario.with_headers(headers)
+        except ValueError as error:
+            self._send_error(400, "ValidationException", f"fake Bedrock scenario: {error}")
+            return
+        self.pause(scenario.first_delay_ms / 1000.0)
+        if scenario.throttle == "http":
+            self._send_error(429, "ThrottlingException", THROTTLING_MESSAGE)
+            return
+        if scenario.exception_after is not None:
+            status, error_type = _CONVERSE_ERRORS[scenario.exception_type]
+            self._send_error(status, error_type, _STREAM_EXCEPTION_MESSAGES[scenario.exception_type])
+            return
+        if scenario.cut_after is not None:
+            self.hang_up()
+            return
+        try:
+            if operation == "rerank":
+                answer = embeddings.bedrock_rerank(body)
+            elif "anthropic." in (model_id or ""):   # also inference profiles: us.anthropic....
+                answer = json.dumps(_anthropic_message(model_id or "", scenario, body)).encode()
+            else:
+                answer = embeddings.bedrock_invoke(model_id or "", body)
+        except (embeddings.EmbeddingRequestError, ValueError) as error:
+            self._send_error(400, "ValidationException", str(error))
+            return
+        self._send_bytes(200, answer)
+
+    def _aws_json_service(self, target: str, body: Any) -> None:
+        """Comprehend and Textract, enough for their ml-commons blueprints."""
+        if not isinstance(body, dict):
+            self._send_error(400, "SerializationException", "The request body must be a JSON object.")
+            return
+        operation = target.split(".", 1)[1] if "." in target else ""
+        if operation in ("DetectDominantLanguage", "DetectSentiment") and isinstance(body.get("Text"), str):
+            text = body["Text"]
+            if operation == "DetectDominantLanguage":
+                answer = {"Languages": [{"LanguageCode": _fake_language(text), "Score": 0.99}]}
+            else:
+                answer = {"Sentiment": "NEUTRAL", "SentimentScore": {
+                    "Positive": 0.1, "Negative": 0.1, "Neutral": 0.75, "Mixed": 0.05}}
+            self._send_json(200, answer)
+            return
+        if operation == "DetectDocumentText" and isinstance(body.get("Document"), dict):
+            blob = body["Document"].get("Bytes")
+            if not isinstance(blob, str) or not blob:
+                self._send_error(400, "InvalidParameterException", "Document.Bytes is required.")
+                return
+            line = {"BlockType": "LINE", "Confidence": 99.5, "Text": f"fake text of {len(blob)} base64 bytes",
+                    "Id": str(uuid.uuid5(uuid.NAMESPACE_OID, blob))}
+            self._send_json(200, {"DocumentMetadata": {"Pages": 1},
+                                  "Blocks": [{"BlockType": "PAGE", "Id": "page-1"}, line],
+                                  "DetectDocumentTextModelVersion": "1.0"})
+            return
+        self._send_error(400, "ValidationException", f"fake AWS service: unsupported target {target!r}")
 
     def _converse(self, scenario: Scenario, body: Mapping[str, Any]) -> None:
         tokens = fake_tokens(scenario)
@@ -611,7 +694,9 @@ class _Handler(FakeHandler):
         return lowered
 
     def _send_json(self, status: int, payload: Any, error_type: str | None = None) -> None:
-        data = json.dumps(payload).encode("utf-8")
+        self._send_bytes(status, json.dumps(payload).encode("utf-8"), error_type)
+
+    def _send_bytes(self, status: int, data: bytes, error_type: str | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -623,6 +708,37 @@ class _Handler(FakeHandler):
 
     def _send_error(self, status: int, error_type: str, message: str) -> None:
         self._send_json(status, {"message": message}, error_type)
+
+
+def _anthropic_message(model_id: str, scenario: Scenario, body: Mapping[str, Any]) -> dict[str, Any]:
+    """InvokeModel of an Anthropic model, the scenario's text: the Messages API on Bedrock,
+    or the legacy Text Completions API (a ``prompt``, Claude v2)."""
+    tokens = fake_tokens(scenario)
+    if "prompt" in body:
+        if not isinstance(body["prompt"], str) or type(body.get("max_tokens_to_sample")) is not int:
+            raise ValueError("prompt (a string) and max_tokens_to_sample (an integer) are required")
+        return {"type": "completion", "completion": " " + "".join(tokens), "stop_reason": "stop_sequence",
+                "stop": "\n\nHuman:"}
+    if not isinstance(body.get("anthropic_version"), str):
+        raise ValueError("anthropic_version: a string is required")
+    if type(body.get("max_tokens")) is not int or body["max_tokens"] < 1:
+        raise ValueError("max_tokens: a positive integer is required")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages: a non-empty array of messages is required")
+    return {"id": f"msg_bdrk_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "model": model_id,
+            "content": [{"type": "text", "text": "".join(tokens)}], "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": _count_input_tokens(body), "output_tokens": len(tokens)}}
+
+
+def _fake_language(text: str) -> str:
+    """A language code good enough for tests: a few common words decide, else English."""
+    words = set(text.lower().split())
+    for code, markers in (("fr", {"le", "la", "les", "est", "bonjour"}), ("de", {"der", "die", "das", "ist"}),
+                          ("es", {"el", "los", "es", "hola"})):
+        if words & markers:
+            return code
+    return "en"
 
 
 def _scenario_for(default: Scenario, body: Mapping[str, Any], headers: Mapping[str, str]) -> Scenario:

@@ -25,7 +25,13 @@ Classes (the server, its lifecycle and the handler's helpers are ``fake_server``
     _Encoded     every byte a scenario sends, framed once and cached
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (legacy text
-completions), ``GET /v1/models``. Everything needs ``Authorization: Bearer <api_key>``.
+completions), ``GET /v1/models``, ``POST /v1/embeddings``; Azure OpenAI's
+``POST /openai/deployments/{deployment}/embeddings`` and ``.../chat/completions`` (key in
+an ``api-key`` header); and, for Cohere, ``POST /v1/embed``, ``/v2/embed``, ``/v1/rerank``,
+``/v2/rerank``, ``/v1/chat``, ``/v2/chat`` (the answer text as for chat completions). Embeddings
+and rerank scores are deterministic (``embeddings.fake_vector``, ``fake_relevance``).
+Everything else needs ``Authorization: Bearer <api_key>``. The embedding and rerank
+routes honour the ``status``, ``retry_after`` and ``first_delay_ms`` knobs.
 
 Knobs (a request header, or a query string after ``?`` in the model name; headers win):
 
@@ -74,11 +80,20 @@ import sys
 import threading
 import time
 import urllib.parse
+import uuid
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from mlstream.testing.fake_server import (LAST_CHUNK, BadBody, ClientGone, FakeHandler, FakeServer,
-                                          http_chunk, json_or_none)
+from mlstream.testing import embeddings
+from mlstream.testing.fake_server import (
+    LAST_CHUNK,
+    BadBody,
+    ClientGone,
+    FakeHandler,
+    FakeServer,
+    http_chunk,
+    json_or_none,
+)
 from mlstream.testing.stats import CounterStats
 from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
 
@@ -428,7 +443,20 @@ _ROUTES: dict[str, tuple[str, str]] = {
     "/v1/chat/completions": ("POST", "chat"),
     "/v1/completions": ("POST", "text"),
     "/v1/models": ("GET", "models"),
+    "/v1/embeddings": ("POST", "embeddings"),
+    "/v1/embed": ("POST", "cohere_embed_v1"),
+    "/v2/embed": ("POST", "cohere_embed_v2"),
+    "/v1/rerank": ("POST", "cohere_rerank"),
+    "/v2/rerank": ("POST", "cohere_rerank"),
+    "/v1/chat": ("POST", "cohere_chat_v1"),
+    "/v2/chat": ("POST", "cohere_chat_v2"),
 }
+# Azure OpenAI: the deployment stands for the model; the key comes in an api-key header.
+_AZURE = re.compile(r"/+openai/deployments/([^/]+)/(embeddings|chat/completions)")
+
+
+_EMBEDDING_KINDS = frozenset({"embeddings", "azure_embeddings", "cohere_embed_v1", "cohere_embed_v2",
+                              "cohere_rerank"})
 
 
 class _Handler(FakeHandler):
@@ -464,6 +492,9 @@ class _Handler(FakeHandler):
     def _route(self, headers: dict[str, str], raw: bytes, body: Any) -> None:
         path = self.path.split("?", 1)[0]
         route = _ROUTES.get(path)
+        azure = _AZURE.fullmatch(path)
+        if azure is not None:
+            route = ("POST", "azure_embeddings" if azure.group(2) == "embeddings" else "chat")
         if route is None:
             self._send_json(404, openai_error(f"Invalid URL ({self.command} {path})"))
             return
@@ -472,9 +503,22 @@ class _Handler(FakeHandler):
             self._send_json(405, openai_error(f"Invalid method for URL ({self.command} {path})"),
                             [("Allow", method)])
             return
-        auth_error = self._auth_error(headers.get("authorization"))
-        if auth_error is not None:
-            self._send_json(401, auth_error)
+        if azure is not None:
+            key = headers.get("api-key", "")
+            if not secrets.compare_digest(key.encode(), self.fake.api_key.encode()):
+                self._send_json(401, {"error": {"code": "401", "message": "Access denied due to invalid "
+                                                "subscription key or wrong API endpoint."}})
+                return
+        else:
+            auth_error = self._auth_error(headers.get("authorization"))
+            if auth_error is not None:
+                self._send_json(401, auth_error)
+                return
+        if kind in _EMBEDDING_KINDS:
+            self._embeddings(kind, headers, body, azure.group(1) if azure else None)
+            return
+        if kind in ("cohere_chat_v1", "cohere_chat_v2"):
+            self._cohere_chat(kind == "cohere_chat_v2", headers, body)
             return
         if kind == "models":
             self._send_json(200, {"object": "list", "data": [
@@ -486,7 +530,7 @@ class _Handler(FakeHandler):
                 "We could not parse the JSON body of your request. (HINT: This likely means you "
                 "aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)"))
             return
-        model = body.get("model")
+        model = body.get("model") if azure is None else azure.group(1)
         if not isinstance(model, str) or not model:
             self._send_json(400, openai_error("you must provide a model parameter"))
             return
@@ -501,17 +545,8 @@ class _Handler(FakeHandler):
                 "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                 param="stream_options"))
             return
-        try:
-            scenario = parse_scenario(model, headers)
-        except ScenarioError as exc:
-            self._send_json(400, openai_error(str(exc), param="model"))
-            return
-
-        self.pause(scenario.first_delay_ms / 1000)
-        if scenario.status is not None:
-            extra = [("Retry-After", str(scenario.retry_after))] if scenario.status == 429 else []
-            self._send_json(scenario.status, _status_error(scenario.status, model, scenario.retry_after),
-                            extra)
+        scenario = self._scenario(model, headers)
+        if scenario is None:
             return
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         prompt_tokens = _count_words(body.get("messages") if chat else body.get("prompt"))
@@ -520,6 +555,70 @@ class _Handler(FakeHandler):
             self._stream(encoded, scenario)
         else:
             self._answer(encoded, scenario)
+
+    def _scenario(self, model: str | None, headers: dict[str, str]) -> Scenario | None:
+        """The request's scenario after its first pause; None when its knobs already
+        answered it (a bad knob, or the ``status`` knob)."""
+        try:
+            scenario = parse_scenario(model, headers)
+        except ScenarioError as exc:
+            self._send_json(400, openai_error(str(exc), param="model"))
+            return None
+        self.pause(scenario.first_delay_ms / 1000)
+        if scenario.status is not None:
+            extra = [("Retry-After", str(scenario.retry_after))] if scenario.status == 429 else []
+            self._send_json(scenario.status, _status_error(scenario.status, str(model), scenario.retry_after),
+                            extra)
+            return None
+        return scenario
+
+    def _embeddings(self, kind: str, headers: dict[str, str], body: Any, deployment: str | None) -> None:
+        if not isinstance(body, dict):
+            self._send_json(400, openai_error("The request body must be a JSON object."))
+            return
+        model = body.get("model") if deployment is None else deployment
+        if self._scenario(model if isinstance(model, str) else None, headers) is None:
+            return
+        try:
+            if kind in ("embeddings", "azure_embeddings"):
+                if kind == "embeddings" and not (isinstance(model, str) and model):
+                    raise embeddings.EmbeddingRequestError("you must provide a model parameter")
+                answer = embeddings.openai_embeddings(body, str(model))
+            elif kind == "cohere_rerank":
+                answer = embeddings.cohere_rerank(body)
+            else:
+                answer = embeddings.cohere_embed(body, 2 if kind == "cohere_embed_v2" else 1)
+        except embeddings.EmbeddingRequestError as exc:
+            self._send_json(400, openai_error(str(exc)))
+            return
+        self._send_json_bytes(200, answer)
+
+    def _cohere_chat(self, v2: bool, headers: dict[str, str], body: Any) -> None:
+        """Cohere chat, v1 (``message``) or v2 (``messages``), answering the scenario's text."""
+        if not isinstance(body, dict) or not isinstance(body.get("model" if v2 else "message"), str):
+            self._send_json(400, {"message": "invalid request: " + ("model is required" if v2 else
+                                                                     "message must be a string")})
+            return
+        if v2 and (not isinstance(body.get("messages"), list) or not body["messages"]):
+            self._send_json(400, {"message": "invalid request: messages must be a non-empty list"})
+            return
+        model = body.get("model")
+        scenario = self._scenario(model if isinstance(model, str) else None, headers)
+        if scenario is None:
+            return
+        text = "".join(fake_tokens(scenario))
+        words = _count_words(body.get("messages") if v2 else body.get("message"))
+        tokens = {"input_tokens": words, "output_tokens": len(fake_tokens(scenario))}
+        if v2:
+            answer = {"id": str(uuid.uuid4()), "finish_reason": "COMPLETE",
+                      "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+                      "usage": {"billed_units": tokens, "tokens": tokens}}
+        else:
+            answer = {"response_id": str(uuid.uuid4()), "text": text, "generation_id": str(uuid.uuid4()),
+                      "chat_history": [{"role": "USER", "message": body["message"]},
+                                       {"role": "CHATBOT", "message": text}],
+                      "finish_reason": "COMPLETE", "meta": {"billed_units": tokens}}
+        self._send_json(200, answer)
 
     def _auth_error(self, authorization: str | None) -> dict[str, Any] | None:
         if authorization is None:

@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = ("relay_throughput", "added_latency", "slow_streams", "backpressure", "cancellation", "admission",
-             "churn")
+             "churn", "embedding_predict")
 
 
 @pytest.mark.slow
@@ -35,6 +35,11 @@ def test_bench_quick_runs_every_scenario_and_writes_its_json(tmp_path: Path) -> 
     assert relay["mlstream"]["streams_ok"] == relay["mlstream"]["streams_total"] > 0
     assert results["scenarios"]["backpressure"]["mlstream"]["resumed_whole"] is True
     assert results["scenarios"]["admission"]["mlstream"]["refused_429"] > 0
+    embeddings = results["scenarios"]["embedding_predict"]
+    for docs in ("1", "16", "256"):
+        entry = embeddings["docs"][docs]
+        assert entry["mlstream"]["ok"] == entry["mlstream"]["total"] > 0 and entry["added_ms"]["p50"] is not None
+    assert embeddings["post_process_profile"]["post_process_ms"] >= 0
     latency = results["scenarios"]["added_latency"]["stream_c1"]
     assert latency["pairs"] > 0 and latency["added_ms"]["p50"] is not None
     # the soak fails the run itself (exit 1) on errors, slow requests, a freeze or a leak;

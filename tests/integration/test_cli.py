@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from mlstream import __version__
+from mlstream.testing.embeddings import fake_vector
 
 from .conftest import HANG_GUARD, LOOPBACK_TRUST, SEED_MESSAGES, Client, openai_connector, raw_request, stream_body
 from .helpers import MLSTREAM
@@ -76,4 +77,6 @@ def test_demo_once_streams_an_answer():
     result = subprocess.run([*MLSTREAM, "demo", "--once"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "Hamlet, the Prince of Denmark" in result.stdout
+    first = ", ".join(f"{v:.4f}" for v in fake_vector("What is the meaning of life?", 1536)[:3])
+    assert f"sentence_embedding FLOAT32 shape [1536] [{first}, ...]" in result.stdout
     assert "Traceback" not in result.stderr

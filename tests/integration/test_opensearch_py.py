@@ -82,7 +82,7 @@ def test_predict_by_algorithm_and_by_model(client, model_id):
     by_algorithm = client.plugins.ml.predict(algorithm_name="remote", model_id=model_id, body=PREDICT)
     assert content_of(by_algorithm) == DEFAULT_TEXT
     assert content_of(client.plugins.ml.predict_model(model_id=model_id, body=PREDICT)) == DEFAULT_TEXT
-    with pytest.raises(RequestError, match="only remote models"):
+    with pytest.raises(RequestError, match=r"must be one of remote, text_embedding, text_similarity"):
         client.plugins.ml.predict(algorithm_name="kmeans", model_id=model_id, body=PREDICT)
 
 

@@ -6,10 +6,12 @@ import http.client
 import json
 import socket
 import threading
+from typing import Any
 
 import pytest
 import urllib3
 
+from mlstream import speedups
 from mlstream.speedups import body_ready, escape_json_string, raw_read1, start_thread_nowait
 
 HANG_GUARD = 10.0
@@ -123,3 +125,36 @@ def test_body_ready_sees_the_next_chunk_behind_a_buffered_crlf() -> None:
     assert raw_read1(response)(64) == b"you"
     ours.close()
     theirs.close()
+
+
+JSON_VALUES = [
+    {"inference_results": [{"output": [{"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [3],
+                                        "data": [0.1, -2.5e-05, 3]}], "status_code": 200}]},
+    {"text": "é 日本 \"q\" \\ \n \u2028", "none": None, "t": True, "n": -7},
+    {"big": 2 ** 70},                 # orjson refuses integers past 64 bits: the stdlib writes it
+    {"lone": "\ud800"},               # no UTF-8 for a lone surrogate: its JSON escape is written
+    {1: "non-string key"},            # the stdlib turns the key into "1"
+]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "stdlib"])
+@pytest.mark.parametrize("value", JSON_VALUES, ids=range(len(JSON_VALUES)))
+def test_dumps_and_loads_json_agree_with_the_stdlib(value: Any, fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if fast:
+        assert speedups.orjson is not None, "the test extra installs orjson"
+    else:
+        monkeypatch.setattr(speedups, "orjson", None)
+    encoded = speedups.dumps_json(value)
+    stdlib = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace")
+    assert json.loads(encoded) == json.loads(stdlib)
+    assert speedups.loads_json(stdlib) == json.loads(stdlib)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "stdlib"])
+def test_loads_json_refuses_what_is_not_json(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if fast:
+        assert speedups.orjson is not None, "the test extra installs orjson"
+    else:
+        monkeypatch.setattr(speedups, "orjson", None)
+    with pytest.raises(ValueError):
+        speedups.loads_json(b'{"a": ')

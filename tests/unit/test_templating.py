@@ -39,8 +39,6 @@ PLAIN = [
     ("name-with-underscore", "${parameters.response_filter}", {"response_filter": "$.a"}, "$.a"),
     ("name-with-dash-digits", "${parameters.max-tokens2}", {"max-tokens2": 5}, "5"),
     ("name-with-dot", "${parameters.a.b}", {"a.b": "dotted"}, "dotted"),
-    ("value-with-placeholder-not-expanded", "${parameters.p}", {"p": "${parameters.q}", "q": "no"},
-     "${parameters.q}"),
     ("url", "https://${parameters.endpoint}/v1/chat/completions", {"endpoint": "api.openai.com"},
      "https://api.openai.com/v1/chat/completions"),
 ]
@@ -50,6 +48,47 @@ PLAIN = [
                          ids=[c[0] for c in PLAIN])
 def test_parameter(template: str, parameters: dict[str, Any], expected: str) -> None:
     assert fill(template, parameters) == expected
+
+
+# ---------------------------------------------------------------- nested ${parameters.x} in values
+# ml-commons fills parameter placeholders with Apache Commons Text's StringSubstitutor
+# (common/.../connector/HttpConnector.java createPayload, AbstractConnector.java
+# substituteHeadersWithRuntimeParameters and getActionEndpoint), which substitutes inside
+# substituted values too; the Comprehend and Textract blueprints rely on it for headers.
+
+NESTED = [
+    ("one-level", "${parameters.p}", {"p": "${parameters.q}", "q": "yes"}, "yes"),
+    ("comprehend-target-header", "${parameters.api}",
+     {"api": "Comprehend_${parameters.api_version}.${parameters.api_name}", "api_version": "20171127",
+      "api_name": "DetectDominantLanguage"}, "Comprehend_20171127.DetectDominantLanguage"),
+    ("two-levels", "[${parameters.a}]", {"a": "<${parameters.b}>", "b": "${parameters.c}!", "c": 1}, "[<1!>]"),
+    ("default-inside", "${parameters.a}", {"a": "${parameters.b:-dflt}"}, "dflt"),
+    ("to-string-inside", '"${parameters.a}"', {"a": "say ${parameters.b.toString()}", "b": 'q"'},
+     '"say q\\""'),
+    ("credential-in-value-stays-literal", "${parameters.a}", {"a": "${credential.openAI_key}"},
+     "${credential.openAI_key}"),
+    ("malformed-in-value-stays-literal", "${parameters.a}", {"a": "${parameters.b c}"}, "${parameters.b c}"),
+    ("list-value", "${parameters.a}", {"a": ["${parameters.b}"], "b": "x"}, '["x"]'),
+]
+
+
+@pytest.mark.parametrize("template, parameters, expected", [c[1:] for c in NESTED],
+                         ids=[c[0] for c in NESTED])
+def test_nested_parameter(template: str, parameters: dict[str, Any], expected: str) -> None:
+    assert render(template, parameters, CREDENTIAL, where="header X") == expected
+
+
+@pytest.mark.parametrize("parameters, message", [
+    ({"a": "${parameters.a}"}, "Parameter a refers to itself in payload: a -> a"),
+    ({"a": "${parameters.b}", "b": "x${parameters.a}"}, "refers to itself in payload: a -> b -> a"),
+    ({"a": "${parameters.nope}"}, "Some parameter placeholder not filled in payload: nope"),
+    ({"a": "${parameters.p0}", **{f"p{i}": f"${{parameters.p{i + 1}}}" for i in range(20)}, "p20": "end"},
+     "Parameters nest deeper than 16 levels in payload"),
+])
+def test_nested_parameter_errors(parameters: dict[str, Any], message: str) -> None:
+    with pytest.raises(TemplateError) as caught:
+        fill("${parameters.a}", parameters)
+    assert message in caught.value.reason
 
 
 def test_seed_connector_body_renders_valid_json() -> None:

@@ -1,0 +1,362 @@
+"""ml-commons' input shapes and built-in process functions, table by table.
+
+Each case names the ml-commons source it follows (paths under
+common/src/main/java/org/opensearch/ml/common/ unless they say otherwise). The test
+data is our own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mlstream import processing
+from mlstream.errors import BadRequest, UpstreamError
+from mlstream.processing import (
+    PredictInput,
+    TextDocs,
+    TextSimilarity,
+    chunk_size,
+    data_type_from_filter,
+    escape_input_parameters,
+    parse_predict_input,
+    post_process,
+    pre_process,
+    split_dataset,
+)
+
+# ------------------------------------------------------------------ the _predict body
+# input/remote/RemoteInferenceMLInput.java (parameters), input/MLInput.java (text_docs,
+# query_text, return_number, target_response)
+
+INPUTS = [
+    ("parameters", {"parameters": {"input": ["a"]}}, None, PredictInput({"input": ["a"]}, None)),
+    ("empty", {}, None, PredictInput({}, None)),
+    ("text-docs", {"text_docs": ["a", "b"]}, None, PredictInput({}, TextDocs(("a", "b")))),
+    ("text-docs-neural-search-options",
+     {"text_docs": ["a"], "return_number": True, "target_response": ["sentence_embedding"]}, None,
+     PredictInput({}, TextDocs(("a",)))),
+    ("text-docs-null-for-multimodal", {"text_docs": [None, "aW1n"]}, "text_embedding",
+     PredictInput({}, TextDocs((None, "aW1n")))),
+    ("similarity", {"query_text": "q", "text_docs": ["d1", "d2"]}, None,
+     PredictInput({}, TextSimilarity("q", ("d1", "d2")))),
+    ("similarity-by-algorithm", {"query_text": "q", "text_docs": ["d"]}, "TEXT_SIMILARITY",
+     PredictInput({}, TextSimilarity("q", ("d",)))),
+    ("parameters-with-docs", {"text_docs": ["a"], "parameters": {"input_type": "query"}}, "text_embedding",
+     PredictInput({"input_type": "query"}, TextDocs(("a",)))),
+]
+
+
+@pytest.mark.parametrize("body, algorithm, expected", [c[1:] for c in INPUTS], ids=[c[0] for c in INPUTS])
+def test_predict_input(body: Any, algorithm: str | None, expected: PredictInput) -> None:
+    assert parse_predict_input(body, algorithm) == expected
+
+
+BAD_INPUTS = [
+    ("not-object", [], None, "must be a JSON object"),
+    ("unknown-field", {"prompt": "x"}, None, "unknown field [prompt]"),
+    ("parameters-not-object", {"parameters": []}, None, "[parameters] must be a JSON object"),
+    ("docs-not-list", {"text_docs": "a"}, None, "[text_docs] must be a list of strings"),
+    ("docs-empty", {"text_docs": []}, None, "[text_docs] must not be empty"),
+    ("docs-number", {"text_docs": [1]}, "text_embedding", "list of strings (or null)"),
+    ("embedding-without-docs", {"parameters": {}}, "text_embedding", "[text_docs] must be a list"),
+    ("embedding-with-query", {"query_text": "q", "text_docs": ["a"]}, "text_embedding", "[query_text] is for"),
+    ("similarity-without-query", {"text_docs": ["a"]}, "text_similarity", "expects [query_text]"),
+    ("similarity-null-doc", {"query_text": "q", "text_docs": [None]}, "text_similarity", "list of strings"),
+    ("remote-with-docs", {"text_docs": ["a"]}, "remote", "need algorithm text_embedding"),
+    ("unknown-algorithm", {"text_docs": ["a"]}, "kmeans", "[algorithm] must be one of"),
+    ("return-number-not-bool", {"text_docs": ["a"], "return_number": "yes"}, None, "[return_number]"),
+    ("target-response-not-list", {"text_docs": ["a"], "target_response": "x"}, None, "[target_response]"),
+]
+
+
+@pytest.mark.parametrize("body, algorithm, message", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_predict_input_refused(body: Any, algorithm: str | None, message: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        parse_predict_input(body, algorithm)
+    assert message in caught.value.reason
+
+
+# ------------------------------------------------------------------ escaping
+# ml-algorithms/.../remote/ConnectorUtils.java escapeRemoteInferenceInputData;
+# utils/StringUtils.java isJson (an object or array only)
+
+ESCAPES = [
+    ("plain-kept", {"p": "hello"}, {"p": "hello"}),
+    ("quotes", {"p": 'say "hi"'}, {"p": 'say \\"hi\\"'}),
+    ("newline-tab-backslash", {"p": "a\nb\tc\\"}, {"p": "a\\nb\\tc\\\\"}),
+    ("json-object-text-kept", {"p": '{"a": "b"}'}, {"p": '{"a": "b"}'}),
+    ("json-array-text-kept", {"p": '["a\\"b"]'}, {"p": '["a\\"b"]'}),
+    ("json-scalar-text-escaped", {"p": '"quoted"'}, {"p": '\\"quoted\\"'}),
+    ("broken-json-escaped", {"p": '{"a": }'}, {"p": '{\\"a\\": }'}),
+    ("non-strings-kept", {"n": 3, "l": ['"'], "b": True, "x": None}, {"n": 3, "l": ['"'], "b": True, "x": None}),
+    ("no-escape-params", {"p": '"a"', "q": '"b"', "no_escape_params": "p, other"},
+     {"p": '"a"', "q": '\\"b\\"', "no_escape_params": "p, other"}),
+    ("unicode-kept", {"p": "é 日本"}, {"p": "é 日本"}),
+]
+
+
+@pytest.mark.parametrize("parameters, expected", [c[1:] for c in ESCAPES], ids=[c[0] for c in ESCAPES])
+def test_escape_input_parameters(parameters: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert escape_input_parameters(parameters) == expected
+
+
+def test_escaped_parameter_keeps_a_body_valid() -> None:
+    prompt = 'Rate "doc" \\ on\n1-5'
+    text = escape_input_parameters({"p": prompt})["p"]
+    assert json.loads('{"content": "' + text + '"}') == {"content": prompt}
+
+
+# ------------------------------------------------------------------ pre-process functions
+# connector/MLPreProcessFunction.java maps each name to a class in connector/functions/preprocess/
+
+PRE = "connector.pre_process."
+DOCS = TextDocs(("first doc", 'second "doc"'))
+SIMILARITY = TextSimilarity("what is a fox", ("a fox is an animal", "the sky"))
+
+PRE_CASES = [
+    # OpenAIEmbeddingPreProcessFunction.java
+    ("openai", PRE + "openai.embedding", DOCS, {"input": ["first doc", 'second "doc"']}),
+    # MLPreProcessFunction.java: default.embedding is the OpenAI function
+    ("default", PRE + "default.embedding", DOCS, {"input": ["first doc", 'second "doc"']}),
+    # ConnectorUtils.java getPreprocessFunction: text_docs and no function -> default.embedding
+    ("none-with-docs", None, DOCS, {"input": ["first doc", 'second "doc"']}),
+    # CohereEmbeddingPreProcessFunction.java
+    ("cohere", PRE + "cohere.embedding", DOCS, {"texts": ["first doc", 'second "doc"']}),
+    # BedrockEmbeddingPreProcessFunction.java: the first document only
+    ("bedrock", PRE + "bedrock.embedding", DOCS, {"inputText": "first doc"}),
+    ("bedrock-nova-text", PRE + "bedrock.nova.text_embedding", DOCS, {"inputText": "first doc"}),
+    # MultiModalConnectorPreProcessFunction.java
+    ("multimodal-text-image", PRE + "bedrock.multimodal_embedding", TextDocs(("a cat", "aW1hZ2U=")),
+     {"inputText": "a cat", "inputImage": "aW1hZ2U="}),
+    ("multimodal-image-only", PRE + "bedrock.multimodal_embedding", TextDocs((None, "aW1hZ2U=")),
+     {"inputText": None, "inputImage": "aW1hZ2U="}),
+    ("multimodal-text-only", PRE + "bedrock.multimodal_embedding", TextDocs(("a cat",)), {"inputText": "a cat"}),
+    # ImageEmbedding/VideoEmbedding/AudioEmbeddingPreProcessFunction.java
+    ("nova-image", PRE + "bedrock.nova.image_embedding", TextDocs(("aW1n",)), {"inputImage": "aW1n"}),
+    ("nova-video", PRE + "bedrock.nova.video_embedding", TextDocs(("dmlk",)), {"inputVideo": "dmlk"}),
+    ("nova-audio", PRE + "bedrock.nova.audio_embedding", TextDocs(("YXVk",)), {"inputAudio": "YXVk"}),
+    # NovaMultiModalEmbeddingPreProcessFunction.java
+    ("nova-multimodal-plain", PRE + "bedrock.nova.embedding", TextDocs(("just text",)), {"text": "just text"}),
+    ("nova-multimodal-image", PRE + "bedrock.nova.embedding", TextDocs(('{"image": "aW1n"}',)), {"image": "aW1n"}),
+    ("nova-multimodal-text", PRE + "bedrock.nova.embedding", TextDocs(('{"text": "hi"}',)), {"text": "hi"}),
+    ("nova-multimodal-other-object", PRE + "bedrock.nova.embedding", TextDocs(('{"x": 1}',)), {"text": '{"x": 1}'}),
+    # CohereMultiModalEmbeddingPreProcessFunction.java
+    ("cohere-images", PRE + "cohere.multimodal_embedding", TextDocs(("data:image/png;base64,aW1n",)),
+     {"images": ["data:image/png;base64,aW1n"]}),
+    # CohereRerankPreProcessFunction.java (also default.rerank)
+    ("cohere-rerank", PRE + "cohere.rerank", SIMILARITY,
+     {"query": "what is a fox", "documents": ["a fox is an animal", "the sky"], "top_n": 2}),
+    ("default-rerank", PRE + "default.rerank", SIMILARITY,
+     {"query": "what is a fox", "documents": ["a fox is an animal", "the sky"], "top_n": 2}),
+    # BedrockRerankPreProcessFunction.java
+    ("bedrock-rerank", PRE + "bedrock.rerank", SIMILARITY, {
+        "queries": [{"textQuery": {"text": "what is a fox"}, "type": "TEXT"}],
+        "sources": [{"inlineDocumentSource": {"textDocument": {"text": "a fox is an animal"}, "type": "TEXT"},
+                     "type": "INLINE"},
+                    {"inlineDocumentSource": {"textDocument": {"text": "the sky"}, "type": "TEXT"},
+                     "type": "INLINE"}],
+        "numberOfResults": 2}),
+    # ConnectorPreProcessFunction.java returnDirectlyForRemoteInferenceInput: parameters pass
+    ("parameters-pass-through", PRE + "openai.embedding", None, {}),
+]
+
+
+@pytest.mark.parametrize("function, dataset, expected", [c[1:] for c in PRE_CASES], ids=[c[0] for c in PRE_CASES])
+def test_pre_process(function: str | None, dataset: Any, expected: dict[str, Any]) -> None:
+    assert pre_process(function, dataset) == expected
+
+
+def test_every_ml_commons_pre_process_name_is_built_in() -> None:
+    # the constants of connector/MLPreProcessFunction.java
+    names = {"cohere.embedding", "cohere.multimodal_embedding", "openai.embedding", "bedrock.embedding",
+             "bedrock.multimodal_embedding", "bedrock.nova.embedding", "bedrock.nova.text_embedding",
+             "bedrock.nova.image_embedding", "bedrock.nova.video_embedding", "bedrock.nova.audio_embedding",
+             "default.embedding", "cohere.rerank", "bedrock.rerank", "default.rerank"}
+    assert set(processing.PRE_PROCESS_FUNCTIONS) == {PRE + n for n in names}
+
+
+PRE_ERRORS = [
+    ("embedding-given-similarity", PRE + "openai.embedding", SIMILARITY, "can only support TextDocsInputDataSet"),
+    ("rerank-given-docs", PRE + "cohere.rerank", DOCS, "can only support TextSimilarityInputDataSet"),
+    ("bedrock-rerank-given-docs", PRE + "bedrock.rerank", DOCS, "can only support TextSimilarityInputDataSet"),
+    ("multimodal-nothing", PRE + "bedrock.multimodal_embedding", TextDocs((None,)), "No input text or image"),
+    ("cohere-images-null", PRE + "cohere.multimodal_embedding", TextDocs((None,)), "No image provided"),
+    ("similarity-without-function", None, SIMILARITY, "pre_process_function not defined"),
+    ("painless", "return params.text_docs;", DOCS, "Painless script"),
+]
+
+
+@pytest.mark.parametrize("function, dataset, message", [c[1:] for c in PRE_ERRORS], ids=[c[0] for c in PRE_ERRORS])
+def test_pre_process_refused(function: str | None, dataset: Any, message: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        pre_process(function, dataset)
+    assert message in caught.value.reason
+
+
+# ------------------------------------------------------------------ chunking
+# ml-algorithms/.../remote/RemoteConnectorExecutor.java calculateChunkSize
+
+CHUNKS = [
+    ("default-one-request", None, {}, 5, 5),
+    ("openai-one-request", PRE + "openai.embedding", {}, 5, 5),
+    ("bedrock-one-per-doc", PRE + "bedrock.embedding", {}, 5, 1),
+    ("step-size-wins", PRE + "bedrock.embedding", {"input_docs_processed_step_size": 2}, 5, 2),
+    ("step-size-as-text", PRE + "openai.embedding", {"input_docs_processed_step_size": "3"}, 5, 3),
+]
+
+
+@pytest.mark.parametrize("function, parameters, docs, expected", [c[1:] for c in CHUNKS], ids=[c[0] for c in CHUNKS])
+def test_chunk_size(function: str | None, parameters: dict[str, Any], docs: int, expected: int) -> None:
+    assert chunk_size(function, parameters, docs) == expected
+
+
+@pytest.mark.parametrize("step", [0, -1, "x", True])
+def test_chunk_size_refuses_bad_step(step: Any) -> None:
+    with pytest.raises(BadRequest, match="input_docs_processed_step_size"):
+        chunk_size(None, {"input_docs_processed_step_size": step}, 3)
+
+
+def test_split_keeps_order_and_the_tail() -> None:
+    docs = TextDocs(tuple("abcde"))
+    assert split_dataset(docs, 2) == [TextDocs(("a", "b")), TextDocs(("c", "d")), TextDocs(("e",))]
+    assert split_dataset(SIMILARITY, 1) == [SIMILARITY]
+    assert split_dataset(None, 1) == [None]
+
+
+# ------------------------------------------------------------------ post-process functions
+# connector/MLPostProcessFunction.java (names and default paths) and
+# connector/functions/postprocess/*.java (the tensors)
+
+POST = "connector.post_process."
+
+
+def emb(data: list[Any], data_type: str = "FLOAT32") -> dict[str, Any]:
+    return {"name": "sentence_embedding", "data_type": data_type, "shape": [len(data)], "data": data}
+
+
+def sim(score: float) -> dict[str, Any]:
+    return {"name": "similarity", "data_type": "FLOAT32", "shape": [1], "data": [score]}
+
+
+OPENAI_ANSWER = {"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": [0.5, -0.25]},
+                                            {"object": "embedding", "index": 1, "embedding": [1, 0.0]}]}
+COHERE_V2 = {"embeddings": {"float": [[0.5, 0.5]], "int8": [[12, -3]], "uint8": [[200, 7]],
+                            "binary": [[-5]], "ubinary": [[123]]}}
+POST_CASES = [
+    # EmbeddingPostProcessFunction.java via $.data[*].embedding
+    ("openai", POST + "openai.embedding", OPENAI_ANSWER, None, [emb([0.5, -0.25]), emb([1, 0.0])]),
+    ("cohere", POST + "cohere.embedding", {"embeddings": [[0.1, 0.2, 0.3]]}, None, [emb([0.1, 0.2, 0.3])]),
+    ("cohere-v2-float", POST + "cohere_v2.embedding.float", COHERE_V2, None, [emb([0.5, 0.5])]),
+    # ConnectorUtils.java parseMLResultDataTypeFromResponseFilter: the type from the path's suffix
+    ("cohere-v2-int8", POST + "cohere_v2.embedding.int8", COHERE_V2, None, [emb([12, -3], "INT8")]),
+    ("cohere-v2-uint8", POST + "cohere_v2.embedding.uint8", COHERE_V2, None, [emb([200, 7], "UINT8")]),
+    ("cohere-v2-binary", POST + "cohere_v2.embedding.binary", COHERE_V2, None, [emb([-5], "BINARY")]),
+    ("cohere-v2-ubinary", POST + "cohere_v2.embedding.ubinary", COHERE_V2, None, [emb([123], "UBINARY")]),
+    ("default", POST + "default.embedding", [[1.5], [2.5]], None, [emb([1.5]), emb([2.5])]),
+    # BedrockEmbeddingPostProcessFunction.java: one vector
+    ("bedrock", POST + "bedrock.embedding", {"embedding": [0.1, 0.2], "inputTextTokenCount": 2}, None,
+     [emb([0.1, 0.2])]),
+    ("bedrock-v2-float", POST + "bedrock_v2.embedding.float", {"embeddingsByType": {"float": [0.3]}}, None,
+     [emb([0.3])]),
+    ("bedrock-v2-binary", POST + "bedrock_v2.embedding.binary", {"embeddingsByType": {"binary": [1, 0]}}, None,
+     [emb([1, 0], "BINARY")]),
+    ("nova", POST + "bedrock.nova.embedding",
+     {"embeddings": [{"embeddingType": "TEXT", "embedding": [0.7, 0.8]}]}, None, [emb([0.7, 0.8])]),
+    # ConnectorUtils.java processOutput: a request's response_filter replaces the default path
+    ("filter-replaces-default", POST + "openai.embedding", {"vectors": {"int8": [[1, 2]]}}, "$.vectors.int8",
+     [emb([1, 2], "INT8")]),
+    ("blank-filter-ignored", POST + "cohere.embedding", {"embeddings": [[0.1]]}, "  ", [emb([0.1])]),
+    # CohereRerankPostProcessFunction.java: scores back in document order
+    ("cohere-rerank", POST + "cohere.rerank",
+     {"results": [{"index": 1, "relevance_score": 0.9}, {"index": 0, "relevance_score": 0.1}]}, None,
+     [sim(0.1), sim(0.9)]),
+    ("default-rerank", POST + "default.rerank",
+     [{"index": 0, "relevance_score": 1}, {"index": 1, "relevance_score": 0.5}], None, [sim(1.0), sim(0.5)]),
+    # BedrockRerankPostProcessFunction.java
+    ("bedrock-rerank", POST + "bedrock.rerank",
+     {"results": [{"index": 2, "relevanceScore": 0.7}, {"index": 0, "relevanceScore": 0.2},
+                  {"index": 1, "relevanceScore": 0.1}]}, None, [sim(0.2), sim(0.1), sim(0.7)]),
+    # RemoteMlCommonsPassthroughPostProcessFunction.java
+    ("passthrough-tensors", POST + "mlcommons.passthrough",
+     {"inference_results": [{"output": [{"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [2],
+                                         "data": [0.1, 0.2]}], "status_code": 200}]}, None,
+     [emb([0.1, 0.2])]),
+    ("passthrough-sparse", POST + "mlcommons.passthrough",
+     {"inference_results": [{"output": [{"name": "output", "dataAsMap": {"response": [{"fox": 0.5}]}}]}]}, None,
+     [{"name": "output", "dataAsMap": {"response": [{"fox": 0.5}]}}]),
+    ("passthrough-other", POST + "mlcommons.passthrough", {"answer": 1}, None,
+     [{"name": "response", "dataAsMap": {"answer": 1}}]),
+]
+
+
+@pytest.mark.parametrize("function, answer, response_filter, expected", [c[1:] for c in POST_CASES],
+                         ids=[c[0] for c in POST_CASES])
+def test_post_process(function: str, answer: Any, response_filter: str | None, expected: list[Any]) -> None:
+    assert post_process(function, answer, response_filter) == expected
+
+
+def test_every_ml_commons_post_process_name_is_built_in() -> None:
+    # the constants of connector/MLPostProcessFunction.java (batch_job_arn is for _batch_predict)
+    names = {"cohere.embedding", "openai.embedding", "bedrock.embedding", "bedrock.nova.embedding",
+             "cohere.rerank", "bedrock.rerank", "default.embedding", "default.rerank", "mlcommons.passthrough",
+             *(f"cohere_v2.embedding.{t}" for t in ("float", "int8", "uint8", "binary", "ubinary")),
+             *(f"bedrock_v2.embedding.{t}" for t in ("float", "binary"))}
+    assert set(processing.POST_PROCESS_FUNCTIONS) == {POST + n for n in names}
+
+
+POST_ERRORS = [
+    ("openai-not-vectors", POST + "openai.embedding", {"data": [{"embedding": "abc"}]}, None, UpstreamError),
+    ("bedrock-not-list", POST + "bedrock.embedding", {"embedding": {"a": 1}}, None, UpstreamError),
+    ("path-missing", POST + "bedrock.embedding", {"vector": [1]}, None, BadRequest),
+    ("rerank-missing-score", POST + "cohere.rerank", {"results": [{"index": 0}]}, None, UpstreamError),
+    ("rerank-partial", POST + "cohere.rerank",
+     {"results": [{"index": 0, "relevance_score": 0.5}, {"index": 0, "relevance_score": 0.4}]}, None, UpstreamError),
+    ("bedrock-rerank-empty", POST + "bedrock.rerank", {"results": []}, None, UpstreamError),
+    ("passthrough-scalar", POST + "mlcommons.passthrough", 3, None, UpstreamError),
+]
+
+
+@pytest.mark.parametrize("function, answer, response_filter, error", [c[1:] for c in POST_ERRORS],
+                         ids=[c[0] for c in POST_ERRORS])
+def test_post_process_refused(function: str, answer: Any, response_filter: str | None, error: type) -> None:
+    with pytest.raises(error):
+        post_process(function, answer, response_filter)
+
+
+DATA_TYPES = [
+    ("$.embeddings.float", None), ("$.embeddings.int8", "INT8"), ("$.embeddings.uint8", "UINT8"),
+    ("$.embeddings.binary", "BINARY"), ("$.embeddings.ubinary", "UBINARY"), ("$.x.FLOAT16", "FLOAT16"),
+    ("$.data[*].embedding", None), ("$.Int8", "INT8"),
+]
+
+
+@pytest.mark.parametrize("path, expected", DATA_TYPES)
+def test_data_type_from_filter(path: str, expected: str | None) -> None:
+    assert data_type_from_filter(path) == expected
+
+
+# ------------------------------------------------------------------ names at connector creation
+
+@pytest.mark.parametrize("field, name, message", [
+    ("pre_process_function", "return params.text_docs;", "Painless script"),
+    ("post_process_function", "def x = params['embedding']; return x;", "Painless script"),
+    ("pre_process_function", "connector.pre_process.openai.embeddings", "not a built-in function"),
+    ("post_process_function", "connector.post_process.bedrock.embedding.float", "not a built-in function"),
+    ("pre_process_function", "${parameters.pre}", "Painless script"),
+])
+def test_check_function_name_refuses(field: str, name: str, message: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        processing.check_function_name(field, name)
+    assert message in caught.value.reason and field in caught.value.reason
+
+
+def test_check_function_name_accepts_built_ins() -> None:
+    for name in processing.PRE_PROCESS_FUNCTIONS:
+        processing.check_function_name("actions[0].pre_process_function", name)
+    for name in processing.POST_PROCESS_FUNCTIONS:
+        processing.check_function_name("actions[0].post_process_function", name)
+    processing.check_function_name("actions[0].post_process_function", None)
