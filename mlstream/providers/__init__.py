@@ -7,11 +7,11 @@ from typing import Any, Mapping
 from ..connectors import Connector
 from ..errors import BadRequest
 from .base import Dialect, StreamDecoder
-from .bedrock import BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE
+from .bedrock import BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE, BEDROCK_CONVERSE_DEEPSEEK_R1
 from .openai import OPENAI_CHAT, OPENAI_COMPLETIONS
 
 _DIALECTS: dict[str, Dialect] = {dialect.name: dialect for dialect in (
-    OPENAI_CHAT, OPENAI_COMPLETIONS, BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE)}
+    OPENAI_CHAT, OPENAI_COMPLETIONS, BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE, BEDROCK_CONVERSE_DEEPSEEK_R1)}
 
 LLM_INTERFACE = "_llm_interface"
 

@@ -6,6 +6,9 @@ and message CRCs, size limits); this module maps Converse's event types:
     messageStart                      -
     contentBlockStart  (toolUse)      a tool call begins: id and name
     contentBlockDelta  text           Delta(text)
+                       reasoningContent.text
+                                      Reasoning(text): its own field of dataAsMap
+                                      (its signature and redacted parts are not relayed)
                        toolUse.input  a fragment of the tool call's JSON input
     contentBlockStop                  a finished tool call -> Delta({"toolUse": {...}})
     messageStop                       the stop reason
@@ -26,7 +29,7 @@ from botocore.eventstream import EventStreamBuffer, ParserError
 
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamTimeout
-from .events import Delta, Done, Failure, StreamItem
+from .events import Delta, Done, Failure, Reasoning, StreamItem
 
 _CONVERSE_PATH = re.compile(r"/converse/?$")
 # The usage the stream's final event carries: Bedrock's own names, as the non-stream
@@ -64,8 +67,10 @@ class BedrockConverseDialect:
         return ConverseStreamDecoder()
 
 
+# One dialect for every Converse model: ml-commons' model-specific names are aliases.
 BEDROCK_CONVERSE = BedrockConverseDialect("bedrock/converse")
 BEDROCK_CONVERSE_CLAUDE = BedrockConverseDialect("bedrock/converse/claude")
+BEDROCK_CONVERSE_DEEPSEEK_R1 = BedrockConverseDialect("bedrock/converse/deepseek_r1")
 
 
 @dataclass(slots=True)
@@ -138,6 +143,9 @@ class ConverseStreamDecoder:
             delta = _object(body.get("delta"))
             if isinstance(delta.get("text"), str) and delta["text"]:
                 return Delta(delta["text"])
+            reasoning = _text(_object(delta.get("reasoningContent")).get("text"))
+            if reasoning:
+                return Reasoning(reasoning)
             tool_input = _object(delta.get("toolUse")).get("input")
             call = self._tools.get(index)
             if call is not None and isinstance(tool_input, str):

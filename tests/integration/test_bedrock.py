@@ -218,3 +218,62 @@ def test_tool_use_is_assembled_into_one_event(client, bedrock):
     assert events[-1]["is_last"] and events[-1]["finish_reason"] == "tool_use"
     assert "".join(e["content"] for e in events if isinstance(e["content"], str)) == \
         "".join(fake_tokens(Scenario(chunks=3)))
+
+
+# --- bedrock/converse for any Converse model ------------------------------------------------
+
+PROFILE_ARN = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.deepseek.r1-v1:0"
+# Converse fields beyond messages and inferenceConfig, as a user would write them; the
+# fake's knobs still ride in additionalModelRequestFields.
+GENERIC_BODY = ('{ "messages": [ { "role": "user", "content": [ { "text": "${parameters.inputs}" } ] } ], '
+                '"system": [{"text": "Be brief."}], '
+                '"guardrailConfig": {"guardrailIdentifier": "gr-1", "guardrailVersion": "1", "trace": "enabled"}, '
+                '"performanceConfig": {"latency": "optimized"}, '
+                '"additionalModelRequestFields": {"top_k": 5, "fake": ${parameters.fake}} }')
+
+
+@pytest.mark.parametrize("model, wire_id", [
+    ("us.deepseek.r1-v1:0", "us.deepseek.r1-v1%3A0"),
+    (PROFILE_ARN, "arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.deepseek.r1-v1%3A0"),
+    (PROFILE_ARN.replace("/", "%2F"),
+     "arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.deepseek.r1-v1%3A0"),
+], ids=["profile-id", "arn", "arn-pre-encoded"])
+def test_generic_converse_any_model_reasoning_in_its_own_field(client, bedrock, model, wire_id):
+    connector = bedrock_connector(bedrock)
+    connector["parameters"]["model"] = model
+    connector["actions"][0]["request_body"] = GENERIC_BODY
+    model_id = client.model_for(connector)
+    reasoning = "The user asks about a play; answer briefly."
+    response = stream(client, model_id, "bedrock/converse", reasoning=reasoning, chunks=3)
+    assert response.status == 200 and response.complete
+    events = maps(response)
+    thinking = [e for e in events if "reasoning_content" in e]
+    assert "".join(e["reasoning_content"] for e in thinking) == reasoning
+    assert all(e == {"content": "", "reasoning_content": e["reasoning_content"], "is_last": False} for e in thinking)
+    # the answer's content holds the text only, never the reasoning
+    assert "".join(e["content"] for e in events) == "".join(fake_tokens(Scenario(chunks=3)))
+    assert events[-1]["is_last"] and events[-1]["finish_reason"] == "end_turn"
+    assert events[-1]["usage"]["outputTokens"] > 0
+    sent = bedrock.stats.requests[-1]
+    assert sent.path == f"/model/{wire_id}/converse-stream" and sent.model_id == model.replace("%2F", "/")
+    assert bedrock.stats.signature_failures == 0
+    # the whole Converse body went through
+    assert sent.body["guardrailConfig"] == {"guardrailIdentifier": "gr-1", "guardrailVersion": "1", "trace": "enabled"}
+    assert sent.body["performanceConfig"] == {"latency": "optimized"}
+    assert sent.body["system"] == [{"text": "Be brief."}]
+    assert sent.body["additionalModelRequestFields"]["top_k"] == 5
+    # non-stream: the same route, the Converse JSON with its reasoning block
+    whole = predict(client, model_id, reasoning=reasoning)
+    assert whole.status == 200
+    content = json.loads(whole.body)["inference_results"][0]["output"][0]["dataAsMap"]["output"]["message"]["content"]
+    assert content[0]["reasoningContent"]["reasoningText"]["text"] == reasoning
+    assert bedrock.stats.requests[-1].path == f"/model/{wire_id}/converse"
+    assert bedrock.stats.signature_failures == 0
+
+
+def test_deepseek_r1_name_is_the_generic_dialect(client, bedrock):
+    model_id = client.model_for(bedrock_connector(bedrock))
+    response = stream(client, model_id, "bedrock/converse/deepseek_r1", reasoning="Hmm.")
+    events = maps(response)
+    assert [e["reasoning_content"] for e in events if "reasoning_content" in e] == ["Hmm."]
+    assert "".join(e["content"] for e in events) == DEFAULT_TEXT

@@ -576,3 +576,16 @@ def test_fake_tokens_join_to_the_answer(bedrock, scenario):
         modelId=MODEL_ID, messages=MESSAGES, additionalModelRequestFields={"fake": scenario}
     )
     assert response["output"]["message"]["content"][0]["text"] == "".join(tokens)
+
+
+def test_reasoning_deltas_parse_as_reasoning_content(bedrock):
+    events = stream_events(make_client(bedrock), reasoning="Think first.", chunks=2)
+    deltas = [e["contentBlockDelta"] for e in events if "contentBlockDelta" in e]
+    assert [d["delta"]["reasoningContent"] for d in deltas[:3]] == [
+        {"text": "Think"}, {"text": " first."}, {"signature": "fake-signature"}]
+    assert all(d["contentBlockIndex"] == 0 for d in deltas[:3])
+    assert [d["delta"]["text"] for d in deltas[3:]] == fake_tokens(Scenario(chunks=2))
+    assert all(d["contentBlockIndex"] == 1 for d in deltas[3:])
+    whole = make_client(bedrock).converse(modelId=MODEL_ID, messages=MESSAGES,
+                                          additionalModelRequestFields={"fake": {"reasoning": "Think first."}})
+    assert whole["output"]["message"]["content"][0]["reasoningContent"]["reasoningText"]["text"] == "Think first."

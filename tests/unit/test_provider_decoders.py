@@ -9,7 +9,7 @@ import pytest
 from mlstream.errors import UpstreamError
 from mlstream.providers.bedrock import ConverseStreamDecoder
 from mlstream.providers.openai import OpenAIStreamDecoder
-from mlstream.providers.events import Delta, Done, Failure
+from mlstream.providers.events import Delta, Done, Failure, Reasoning
 from mlstream.testing.eventstream import encode_event, encode_exception
 
 
@@ -114,3 +114,25 @@ def test_bedrock_corrupt_crc_is_a_failure_not_an_exception():
 def test_bedrock_message_stop_without_metadata_still_completes():
     data = encode_event("messageStop", {"stopReason": "end_turn"})
     assert feed_all(ConverseStreamDecoder(), data, []) == [Done("end_turn", None)]
+
+
+BEDROCK_REASONING_STREAM = bedrock_stream(
+    encode_event("messageStart", {"role": "assistant"}),
+    encode_event("contentBlockDelta", {"delta": {"reasoningContent": {"text": "The user asks"}}, "contentBlockIndex": 0}),
+    encode_event("contentBlockDelta", {"delta": {"reasoningContent": {"text": " about Hamlet."}},
+                                       "contentBlockIndex": 0}),
+    encode_event("contentBlockDelta", {"delta": {"reasoningContent": {"signature": "c2ln"}}, "contentBlockIndex": 0}),
+    encode_event("contentBlockDelta", {"delta": {"reasoningContent": {"redactedContent": "cmVk"}},
+                                       "contentBlockIndex": 0}),
+    encode_event("contentBlockStop", {"contentBlockIndex": 0}),
+    encode_event("contentBlockDelta", {"delta": {"text": "A prince."}, "contentBlockIndex": 1}),
+    encode_event("messageStop", {"stopReason": "end_turn"}),
+    encode_event("metadata", {"usage": {"inputTokens": 3, "outputTokens": 5, "totalTokens": 8}}),
+)
+
+
+def test_bedrock_reasoning_is_its_own_item_never_content():
+    expected = [Reasoning("The user asks"), Reasoning(" about Hamlet."), Delta("A prince."),
+                Done("end_turn", {"inputTokens": 3, "outputTokens": 5, "totalTokens": 8})]
+    for cut in range(0, len(BEDROCK_REASONING_STREAM) + 1, 5):
+        assert feed_all(ConverseStreamDecoder(), BEDROCK_REASONING_STREAM, [cut]) == expected, cut
