@@ -32,7 +32,7 @@ from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NameResolutionEr
 
 from .connectors import ClientConfig, Connector, UpstreamRequest
 from .endpoints import is_private, private_host_message
-from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamTimeout
+from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .retry import RetryPolicy, parse_retry_after, send_with_retries
 from .signing import sign_request
 from .speedups import raw_read1
@@ -353,6 +353,8 @@ def error_from_response(status: int, body: bytes, url: str, secrets: Iterable[st
     reason = f"Error from remote service ({_host(url)}): status {status}"
     if message:
         reason += f": {message}"
+    if status == 529:  # Anthropic's "overloaded": a status no HTTP client knows
+        return UpstreamOverloaded(reason, upstream_status=status)
     error = UpstreamError(reason, upstream_status=status)
     if status == 429:
         # Passed on as whole seconds, whatever form the provider used (a date, a

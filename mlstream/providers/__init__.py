@@ -6,12 +6,14 @@ from typing import Any, Mapping
 
 from ..connectors import Connector
 from ..errors import BadRequest
+from .anthropic import ANTHROPIC_MESSAGES
 from .base import Dialect, StreamDecoder
 from .bedrock import BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE, BEDROCK_CONVERSE_DEEPSEEK_R1
 from .openai import OPENAI_CHAT, OPENAI_COMPLETIONS
 
 _DIALECTS: dict[str, Dialect] = {dialect.name: dialect for dialect in (
-    OPENAI_CHAT, OPENAI_COMPLETIONS, BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE, BEDROCK_CONVERSE_DEEPSEEK_R1)}
+    OPENAI_CHAT, OPENAI_COMPLETIONS, BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE, BEDROCK_CONVERSE_DEEPSEEK_R1,
+    ANTHROPIC_MESSAGES)}
 
 LLM_INTERFACE = "_llm_interface"
 
@@ -30,6 +32,8 @@ def dialect_for(parameters: Mapping[str, Any], connector: Connector) -> Dialect:
     url = connector.action("predict").url.split("?", 1)[0].rstrip("/")
     if connector.protocol == "aws_sigv4" and url.endswith("/converse"):
         return BEDROCK_CONVERSE
+    if url.endswith("/v1/messages"):
+        return ANTHROPIC_MESSAGES
     if url.endswith("/chat/completions"):
         return OPENAI_CHAT
     if url.endswith("/completions"):

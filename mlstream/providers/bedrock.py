@@ -29,6 +29,7 @@ from botocore.eventstream import EventStreamBuffer, ParserError
 
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamTimeout
+from .common import ToolCall, count as _count, json_object as _object, text as _text
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 
 _CONVERSE_PATH = re.compile(r"/converse/?$")
@@ -73,19 +74,12 @@ BEDROCK_CONVERSE_CLAUDE = BedrockConverseDialect("bedrock/converse/claude")
 BEDROCK_CONVERSE_DEEPSEEK_R1 = BedrockConverseDialect("bedrock/converse/deepseek_r1")
 
 
-@dataclass(slots=True)
-class _ToolCall:
-    tool_use_id: str | None
-    name: str | None
-    fragments: list[str]
-
-
 class ConverseStreamDecoder:
     def __init__(self) -> None:
         self._buffer = EventStreamBuffer()
         self._pending_bytes = 0  # fed but not yet part of a complete frame
         self._stop_reason: str | None = None
-        self._tools: dict[int, _ToolCall] = {}
+        self._tools: dict[int, ToolCall] = {}
         self._ended = False
 
     def feed(self, data: bytes) -> list[StreamItem]:
@@ -154,7 +148,7 @@ class ConverseStreamDecoder:
         if event == "contentBlockStart":
             tool = _object(_object(body.get("start")).get("toolUse"))
             if tool:
-                self._tools[index] = _ToolCall(_text(tool.get("toolUseId")), _text(tool.get("name")), [])
+                self._tools[index] = ToolCall(_text(tool.get("toolUseId")), _text(tool.get("name")))
             return None
         if event == "contentBlockStop":
             call = self._tools.pop(index, None)
@@ -168,13 +162,11 @@ class ConverseStreamDecoder:
         return None  # messageStart and anything new
 
 
-def _tool_delta(call: _ToolCall) -> StreamItem:
-    text = "".join(call.fragments)
-    try:
-        tool_input = json.loads(text) if text.strip() else {}
-    except ValueError:
-        return Failure(UpstreamError(f"the provider's tool call {call.name} has an input that is not JSON"))
-    return Delta({"toolUse": {"toolUseId": call.tool_use_id, "name": call.name, "input": tool_input}})
+def _tool_delta(call: ToolCall) -> StreamItem:
+    tool_input = call.input()
+    if isinstance(tool_input, Failure):
+        return tool_input
+    return Delta({"toolUse": {"toolUseId": call.call_id, "name": call.name, "input": tool_input}})
 
 
 def _payload(payload: bytes) -> dict[str, Any]:
@@ -183,16 +175,3 @@ def _payload(payload: bytes) -> dict[str, Any]:
     except (ValueError, RecursionError):
         return {}
     return _object(value)
-
-
-# The provider's JSON is not trusted to have the documented types.
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

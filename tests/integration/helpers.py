@@ -8,16 +8,20 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import urllib3
 
-from .conftest import HANG_GUARD, Client
+from mlstream.streaming.channel import Channel
+
+from .conftest import HANG_GUARD, Client, stream_body
 
 MLSTREAM = [sys.executable, "-m", "mlstream"]
 
@@ -103,3 +107,43 @@ def assert_401(reply: Any, *, presented: str | None = None) -> dict:
     if presented:
         assert presented not in json.dumps(body)
     return body
+
+
+# --- one stream, white-box where nothing else tells ----------------------------------------
+
+def post_stream(url: str, model_id: str, body: dict | None = None, rcvbuf: int | None = None) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(HANG_GUARD)
+    sock.connect((host, int(port)))
+    payload = json.dumps(body or stream_body()).encode()
+    sock.sendall(f"POST /_plugins/_ml/models/{model_id}/_predict/stream HTTP/1.1\r\nHost: x\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    return sock
+
+
+def stream_channel(server) -> Channel:
+    """The one open stream's channel (registered before its reader starts, so there once
+    the pool counts it running). White-box: InFlight only exposes a count."""
+    assert server.app.pool.wait_until(lambda pool: pool.active == 1, HANG_GUARD)
+    channels = list(server.app.in_flight._channels)
+    assert len(channels) == 1, channels
+    return channels[0]
+
+
+def held_in_channel(channel: Channel) -> int:
+    """Items put by the reader and not yet taken by the writer (white-box)."""
+    return channel._items.qsize()
+
+
+def poll_until(predicate, timeout: float, interval: float = 0.01) -> bool:
+    """For state nothing signals (a queue's length, the kernel's socket queues): check
+    every ``interval`` until true or ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from mlstream.errors import UpstreamError
+from mlstream.providers.anthropic import AnthropicStreamDecoder
 from mlstream.providers.bedrock import ConverseStreamDecoder
 from mlstream.providers.openai import OpenAIStreamDecoder
 from mlstream.providers.events import Delta, Done, Failure, Reasoning
@@ -136,3 +137,77 @@ def test_bedrock_reasoning_is_its_own_item_never_content():
                 Done("end_turn", {"inputTokens": 3, "outputTokens": 5, "totalTokens": 8})]
     for cut in range(0, len(BEDROCK_REASONING_STREAM) + 1, 5):
         assert feed_all(ConverseStreamDecoder(), BEDROCK_REASONING_STREAM, [cut]) == expected, cut
+
+
+def anthropic_event(name: str, data: dict) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+ANTHROPIC_STREAM = b"".join([
+    anthropic_event("message_start", {"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-x",
+        "stop_reason": None, "usage": {"input_tokens": 12, "output_tokens": 1, "cache_read_input_tokens": 0}}}),
+    anthropic_event("content_block_start", {"type": "content_block_start", "index": 0,
+                                            "content_block": {"type": "thinking", "thinking": ""}}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                            "delta": {"type": "thinking_delta", "thinking": "Hmm, Hamlet."}}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                            "delta": {"type": "signature_delta", "signature": "c2ln"}}),
+    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    anthropic_event("content_block_start", {"type": "content_block_start", "index": 1,
+                                            "content_block": {"type": "text", "text": ""}}),
+    anthropic_event("ping", {"type": "ping"}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 1,
+                                            "delta": {"type": "text_delta", "text": "To be"}}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 1,
+                                            "delta": {"type": "text_delta", "text": ", or not été"}}),
+    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 1}),
+    anthropic_event("content_block_start", {"type": "content_block_start", "index": 2, "content_block": {
+        "type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 2,
+                                            "delta": {"type": "input_json_delta", "partial_json": '{"q": "Ham'}}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 2,
+                                            "delta": {"type": "input_json_delta", "partial_json": 'let"}'}}),
+    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 2}),
+    anthropic_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+                                      "usage": {"output_tokens": 30}}),
+    anthropic_event("message_stop", {"type": "message_stop"}),
+])
+ANTHROPIC_EXPECTED = [Reasoning("Hmm, Hamlet."), Delta("To be"), Delta(", or not été"),
+                      Delta({"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "Hamlet"}}),
+                      Done("tool_use", {"input_tokens": 12, "output_tokens": 30})]
+
+
+def test_anthropic_stream_split_at_every_offset():
+    for cut in range(len(ANTHROPIC_STREAM) + 1):
+        assert feed_all(AnthropicStreamDecoder(), ANTHROPIC_STREAM, [cut]) == ANTHROPIC_EXPECTED, cut
+
+
+def test_anthropic_stream_byte_by_byte():
+    assert feed_all(AnthropicStreamDecoder(), ANTHROPIC_STREAM,
+                    list(range(len(ANTHROPIC_STREAM)))) == ANTHROPIC_EXPECTED
+
+
+def anthropic_error(kind: str) -> bytes:
+    return anthropic_event("error", {"type": "error", "error": {"type": kind, "message": f"{kind} says no"}})
+
+
+@pytest.mark.parametrize("data, status, reason", [
+    (anthropic_error("overloaded_error"), 503, "overloaded_error: overloaded_error says no"),
+    (anthropic_error("rate_limit_error"), 429, "rate_limit_error says no"),
+    (anthropic_error("invalid_request_error"), 400, "invalid_request_error says no"),
+    (anthropic_error("api_error"), 502, "api_error says no"),
+    (anthropic_error("timeout_error"), 504, "timeout_error says no"),
+    (ANTHROPIC_STREAM[:ANTHROPIC_STREAM.index(b"event: message_stop")], 502, "before message_stop"),
+    (anthropic_event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
+        "type": "tool_use", "id": "t", "name": "f"}}) + anthropic_event("content_block_delta", {
+            "type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{"}})
+     + anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 0}), 502, "not a JSON object"),
+    (b"event: message_start\ndata: {nope\n\n", 502, "not JSON"),
+], ids=["overloaded", "rate-limit", "invalid", "api", "timeout", "no-message-stop", "bad-tool-json", "not-json"])
+def test_anthropic_failures(data, status, reason):
+    items = feed_all(AnthropicStreamDecoder(), data, [])
+    assert isinstance(items[-1], Failure), items
+    assert items[-1].error.http_status == status and reason in items[-1].error.reason
+    if status in (429, 503):
+        assert items[-1].error.headers["Retry-After"] == "1"
