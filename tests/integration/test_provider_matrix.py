@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from mlstream.testing.fake_anthropic import FakeAnthropic
+from mlstream.testing.fake_gemini import FakeGemini
 from mlstream.testing.scripted import DEFAULT_TEXT, Scenario, fake_tokens
 
 from .conftest import HANG_GUARD, Client, raw_request, read_response
@@ -91,7 +92,51 @@ ANTHROPIC = ProviderCase(
     },
 )
 
-CASES = [ANTHROPIC]
+
+# --- Gemini ----------------------------------------------------------------------------------
+
+def gemini_connector(fake: FakeGemini) -> dict[str, Any]:
+    """ml-commons' Gemini connector (URL, header), at the fake."""
+    return {
+        "name": "Google Gemini",
+        "description": "The Gemini generateContent API",
+        "version": 1,
+        "protocol": "http",
+        "parameters": {"endpoint": fake.url.removeprefix("http://"), "model": "gemini-2.5-flash", "fake": {}},
+        "credential": {"gemini_api_key": fake.api_key},
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "url": "http://${parameters.endpoint}/v1beta/models/${parameters.model}:generateContent",
+            "headers": {"x-goog-api-key": "${credential.gemini_api_key}", "Content-Type": "application/json"},
+            "request_body": '{ "contents": [{"role": "user", "parts": [{"text": "${parameters.inputs}"}]}], '
+                            '"fake": ${parameters.fake} }',
+        }],
+    }
+
+
+GEMINI = ProviderCase(
+    interface="gemini/v1beta/generatecontent",
+    fake=FakeGemini,
+    connector=gemini_connector,
+    answer_text=lambda answer: "".join(p.get("text", "") for p in answer["candidates"][0]["content"]["parts"]
+                                       if not p.get("thought")),
+    usage_fields=frozenset({"promptTokenCount", "candidatesTokenCount", "totalTokenCount"}),
+    finish="STOP",
+    tool_finish="STOP",
+    tool_event=lambda tool: {"functionCall": {"id": tool["id"], "name": tool["name"], "args": tool["input"]}},
+    stream_flag=lambda sent: sent.path.endswith(":streamGenerateContent?alt=sse"),
+    secrets=lambda fake: [fake.api_key],
+    inferred=True,
+    errors={
+        "quota-http": ({"status": 429}, 429, "quota"),
+        "unavailable-event": ({"error_after": 0}, 503, "UNAVAILABLE: The model is overloaded."),
+        "prompt-blocked": ({"blocked": "prompt"}, 400, "the prompt was blocked: SAFETY"),
+        "answer-blocked": ({"blocked": "response", "chunks": 0}, 400, "the answer was blocked: SAFETY"),
+    },
+)
+
+CASES = [ANTHROPIC, GEMINI]
 
 
 @pytest.fixture(params=CASES, ids=str)

@@ -9,6 +9,7 @@ import pytest
 from mlstream.errors import UpstreamError
 from mlstream.providers.anthropic import AnthropicStreamDecoder
 from mlstream.providers.bedrock import ConverseStreamDecoder
+from mlstream.providers.gemini import GeminiStreamDecoder
 from mlstream.providers.openai import OpenAIStreamDecoder
 from mlstream.providers.events import Delta, Done, Failure, Reasoning
 from mlstream.testing.eventstream import encode_event, encode_exception
@@ -211,3 +212,63 @@ def test_anthropic_failures(data, status, reason):
     assert items[-1].error.http_status == status and reason in items[-1].error.reason
     if status in (429, 503):
         assert items[-1].error.headers["Retry-After"] == "1"
+
+
+def gemini_chunk(parts: list | None = None, finish: str | None = None, usage: dict | None = None, **extra) -> bytes:
+    body: dict = dict(extra)
+    if parts is not None or finish is not None:
+        candidate: dict = {"content": {"parts": parts or [], "role": "model"}, "index": 0}
+        if finish:
+            candidate["finishReason"] = finish
+        body["candidates"] = [candidate]
+    if usage:
+        body["usageMetadata"] = usage
+    return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\r\n\r\n"
+
+
+GEMINI_USAGE = {"promptTokenCount": 4, "candidatesTokenCount": 6, "totalTokenCount": 10, "thoughtsTokenCount": 2}
+GEMINI_STREAM = b"".join([
+    gemini_chunk([{"text": "Pondering.", "thought": True}], usage={"promptTokenCount": 4}),
+    gemini_chunk([{"text": "To be"}]),
+    gemini_chunk([{"text": ", or not été"}, {"functionCall": {"name": "lookup", "args": {"q": "Hamlet"}}}]),
+    gemini_chunk([{"text": ""}], finish="STOP", usage=GEMINI_USAGE, modelVersion="gemini-2.5-flash"),
+])
+GEMINI_EXPECTED = [Reasoning("Pondering."), Delta("To be"), Delta(", or not été"),
+                   Delta({"functionCall": {"name": "lookup", "args": {"q": "Hamlet"}}}),
+                   Done("STOP", {"promptTokenCount": 4, "candidatesTokenCount": 6, "totalTokenCount": 10})]
+
+
+def test_gemini_stream_split_at_every_offset():
+    for cut in range(len(GEMINI_STREAM) + 1):
+        assert feed_all(GeminiStreamDecoder(), GEMINI_STREAM, [cut]) == GEMINI_EXPECTED, cut
+
+
+def test_gemini_stream_byte_by_byte():
+    assert feed_all(GeminiStreamDecoder(), GEMINI_STREAM, list(range(len(GEMINI_STREAM)))) == GEMINI_EXPECTED
+
+
+@pytest.mark.parametrize("data, status, reason", [
+    (gemini_chunk(promptFeedback={"blockReason": "SAFETY"}, usage={"promptTokenCount": 3}), 400,
+     "the prompt was blocked: SAFETY"),
+    (gemini_chunk([{"text": "Some"}]) + gemini_chunk([], finish="SAFETY"), 400, "the answer was blocked: SAFETY"),
+    (gemini_chunk([], finish="RECITATION"), 400, "the answer was blocked: RECITATION"),
+    (b'data: {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}\n\n', 503,
+     "UNAVAILABLE: The model is overloaded."),
+    (b'data: {"error": {"code": 429, "message": "Quota", "status": "RESOURCE_EXHAUSTED"}}\n\n', 429, "Quota"),
+    (b'data: {"error": {"code": 500, "message": "Internal", "status": "INTERNAL"}}\n\n', 502, "INTERNAL"),
+    (gemini_chunk([{"text": "cut"}]), 502, "before a finishReason"),
+], ids=["prompt-blocked", "answer-blocked", "recitation", "unavailable", "quota", "internal", "no-finish"])
+def test_gemini_failures(data, status, reason):
+    items = feed_all(GeminiStreamDecoder(), data, [])
+    assert isinstance(items[-1], Failure), items
+    assert items[-1].error.http_status == status and reason in items[-1].error.reason
+
+
+def test_gemini_stream_url_keeps_the_query_and_asks_for_sse():
+    from mlstream.connectors import UpstreamRequest
+    from mlstream.providers.gemini import GEMINI_GENERATE_CONTENT
+    request = UpstreamRequest("POST", "https://g/v1beta/models/gemini-2.5-flash:generateContent?key=k&alt=json",
+                              {}, b"{}")
+    streamed = GEMINI_GENERATE_CONTENT.stream_request(request, None, {})  # type: ignore[arg-type]
+    assert streamed.url == "https://g/v1beta/models/gemini-2.5-flash:streamGenerateContent?key=k&alt=sse"
+    assert streamed.headers["Accept"] == "text/event-stream"
