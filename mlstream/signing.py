@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from .connectors import Connector, UpstreamRequest
@@ -41,17 +42,14 @@ def _segment(raw: str) -> str:
     return quote(unquote(raw), safe="")
 
 
-def sign_request(request: UpstreamRequest, connector: Connector) -> UpstreamRequest:
-    """A copy of ``request`` with SigV4 headers for the connector's region and service."""
+def sign_request(request: UpstreamRequest, connector: Connector, credentials: Any) -> UpstreamRequest:
+    """A copy of ``request`` with SigV4 headers for the connector's region and service,
+    signed with ``credentials`` (botocore credentials: access_key, secret_key, token)."""
     # Imported on first use: botocore's signer costs several MB of memory that a
     # server with only OpenAI connectors never needs.
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
 
-    credential = connector.credential
-    credentials = Credentials(credential["access_key"], credential["secret_key"],
-                              credential.get("session_token") or None)
     url = wire_url(request.url)
     parts = urlsplit(url)
     headers = {name: value for name, value in request.headers.items()

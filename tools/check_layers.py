@@ -26,7 +26,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                                  "endpoints", "connectors", "ratelimit", "signing", "retry")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "credentials", "auth", "cluster", "registry", "metrics")),
-    ("providers", ("upstream", "providers", "providers.*")),
+    ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),
     ("streaming core", ("streaming", "streaming.*")),
     ("predictor", ("predict",)),
     ("HTTP front", ("server", "server.*")),

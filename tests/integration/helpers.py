@@ -20,8 +20,9 @@ import pytest
 import urllib3
 
 from mlstream.streaming.channel import Channel
+from mlstream.testing.fake_bedrock import FakeBedrock
 
-from .conftest import HANG_GUARD, Client, stream_body
+from .conftest import HANG_GUARD, Client, raw_request, stream_body
 
 MLSTREAM = [sys.executable, "-m", "mlstream"]
 
@@ -147,3 +148,70 @@ def poll_until(predicate, timeout: float, interval: float = 0.01) -> bool:
             return False
         time.sleep(interval)
     return True
+
+
+# --- AWS: botocore sees only what a test gives it -------------------------------------------
+
+AWS_ENVIRONMENT = (
+    "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "AWS_ENDPOINT_URL_STS",
+    "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_SESSION_NAME", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+    "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy",
+)
+
+
+def isolate_aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No AWS setting of the machine's reaches botocore: no keys, profiles, endpoints,
+    proxies, config files or instance metadata."""
+    for name in AWS_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+# --- Bedrock: the ml-commons Converse blueprint at the fake --------------------------------
+
+MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+# The ml-commons Bedrock Converse blueprint, verbatim but for the host (the fake on
+# loopback) and a pass-through for the fake's knobs; inferenceConfig shows that the
+# whole body reaches ConverseStream.
+REQUEST_BODY = ('{ "messages": [ { "role": "user", "content": [ { "text": "${parameters.inputs}" } ] } ], '
+                '"inferenceConfig": {"maxTokens": 512, "temperature": 0.2}, '
+                '"additionalModelRequestFields": {"fake": ${parameters.fake}} }')
+
+
+def bedrock_connector(fake: FakeBedrock, **credential_overrides: Any) -> dict[str, Any]:
+    credential = {"access_key": fake.access_key, "secret_key": fake.secret_key}
+    if fake.session_token:
+        credential["session_token"] = fake.session_token
+    credential.update(credential_overrides)
+    return {
+        "name": "Amazon Bedrock Converse",
+        "description": "Connector for Amazon Bedrock Converse",
+        "version": 1,
+        "protocol": "aws_sigv4",
+        "credential": credential,
+        "parameters": {"region": fake.region, "service_name": "bedrock", "model": MODEL,
+                       "endpoint": fake.url.removeprefix("http://"), "fake": {}},
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "headers": {"content-type": "application/json"},
+            "url": "http://${parameters.endpoint}/model/${parameters.model}/converse",
+            "request_body": REQUEST_BODY,
+        }],
+    }
+
+
+def bedrock_stream(client: Client, model_id: str, interface: str | None = "bedrock/converse/claude", **fake: Any):
+    parameters: dict[str, Any] = {"inputs": "Who is Hamlet?", "fake": fake}
+    if interface:
+        parameters["_llm_interface"] = interface
+    return raw_request(client.base_url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
+                       json.dumps({"parameters": parameters}).encode())
+
+
+def maps(response) -> list[dict[str, Any]]:
+    return [e["inference_results"][0]["output"][0]["dataAsMap"] for e in response.events()]

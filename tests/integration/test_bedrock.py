@@ -3,63 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock, Scenario, fake_tokens
 
 from .conftest import Client, raw_request
-
-MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
-# The ml-commons Bedrock Converse blueprint, verbatim but for the host (the fake on
-# loopback) and a pass-through for the fake's knobs; inferenceConfig shows that the
-# whole body reaches ConverseStream.
-REQUEST_BODY = ('{ "messages": [ { "role": "user", "content": [ { "text": "${parameters.inputs}" } ] } ], '
-                '"inferenceConfig": {"maxTokens": 512, "temperature": 0.2}, '
-                '"additionalModelRequestFields": {"fake": ${parameters.fake}} }')
-
-
-@pytest.fixture
-def bedrock() -> Iterator[FakeBedrock]:
-    with FakeBedrock() as fake:
-        yield fake
-
-
-def bedrock_connector(fake: FakeBedrock, **credential_overrides: Any) -> dict[str, Any]:
-    credential = {"access_key": fake.access_key, "secret_key": fake.secret_key}
-    if fake.session_token:
-        credential["session_token"] = fake.session_token
-    credential.update(credential_overrides)
-    return {
-        "name": "Amazon Bedrock Converse",
-        "description": "Connector for Amazon Bedrock Converse",
-        "version": 1,
-        "protocol": "aws_sigv4",
-        "credential": credential,
-        "parameters": {"region": fake.region, "service_name": "bedrock", "model": MODEL,
-                       "endpoint": fake.url.removeprefix("http://"), "fake": {}},
-        "actions": [{
-            "action_type": "predict",
-            "method": "POST",
-            "headers": {"content-type": "application/json"},
-            "url": "http://${parameters.endpoint}/model/${parameters.model}/converse",
-            "request_body": REQUEST_BODY,
-        }],
-    }
-
-
-def stream(client: Client, model_id: str, interface: str | None = "bedrock/converse/claude", **fake: Any):
-    parameters: dict[str, Any] = {"inputs": "Who is Hamlet?", "fake": fake}
-    if interface:
-        parameters["_llm_interface"] = interface
-    return raw_request(client.base_url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
-                       json.dumps({"parameters": parameters}).encode())
-
-
-def maps(response) -> list[dict[str, Any]]:
-    return [e["inference_results"][0]["output"][0]["dataAsMap"] for e in response.events()]
-
+from .helpers import bedrock_connector, maps
+from .helpers import bedrock_stream as stream
 
 def predict(client: Client, model_id: str, **fake: Any):
     """The non-stream route, read raw so the error body's exact bytes can be checked."""
@@ -125,12 +77,6 @@ def test_stream_text_usage_and_stop_reason(client, bedrock, interface):
     whole = client.ok("POST", f"/_plugins/_ml/models/{model_id}/_predict",
                       {"parameters": {"inputs": "Who is Hamlet?", "fake": {}}})
     assert whole["inference_results"][0]["output"][0]["dataAsMap"]["usage"] == last["usage"]
-
-
-@pytest.fixture
-def token_bedrock() -> Iterator[FakeBedrock]:
-    with FakeBedrock(session_token="FwoGZXIvYXdzEFAKETOKEN") as fake:
-        yield fake
 
 
 def test_session_token_goes_in_x_amz_security_token(client, token_bedrock):

@@ -30,6 +30,8 @@ from urllib3.exceptions import ProtocolError
 from mlstream.testing import fake_openai
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock, Scenario, fake_tokens
 
+from .helpers import isolate_aws_environment
+
 MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
 MESSAGES = [{"role": "user", "content": [{"text": "Tell me about Hamlet in one paragraph"}]}]
 TIMEOUT = 5.0  # hang guard for every socket and wait; no test should come near it
@@ -38,26 +40,7 @@ TIMEOUT = 5.0  # hang guard for every socket and wait; no test should come near 
 @pytest.fixture(autouse=True)
 def _isolated_aws_environment(monkeypatch, tmp_path):
     """boto3 must see only the credentials and endpoint each test passes."""
-    for name in (
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_BEARER_TOKEN_BEDROCK",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    isolate_aws_environment(monkeypatch, tmp_path)
 
 
 @pytest.fixture
