@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..connectors import UpstreamRequest
-from ..errors import BadRequest, UpstreamError
-from ..sse import SSEDecoder, SSEEvent
+from ..errors import BadRequest, ProtocolError, UpstreamError
+from ..sse import SSEDecoder
 from .events import Done, Failure, StreamItem
 
 
@@ -84,16 +84,18 @@ class JsonEventDecoder:
     Done or Failure nothing more is decoded.
     """
 
+    sse_decoder: type[SSEDecoder] = SSEDecoder
+
     def __init__(self) -> None:
-        self._sse = SSEDecoder()
+        self._sse = self.sse_decoder()
         self._ended = False
 
     def feed(self, data: bytes) -> list[StreamItem]:
         if self._ended:
             return []
         items: list[StreamItem] = []
-        for event in self._sse.feed(data):
-            for item in self._on_event(event):
+        for name, payload in self._events(data):
+            for item in self._on_event(name, payload):
                 items.append(item)
                 if isinstance(item, (Done, Failure)):
                     self._ended = True
@@ -106,17 +108,55 @@ class JsonEventDecoder:
         self._ended = True
         return [self.at_end()]
 
-    def _on_event(self, event: SSEEvent) -> Iterable[StreamItem]:
+    def _events(self, data: bytes) -> Iterable[tuple[str, str | bytes]]:
+        """The (event name, JSON text) of every event ``data`` completes."""
+        return [(event.event, event.data) for event in self._sse.feed(data)]
+
+    def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
         try:
-            value = json.loads(event.data)
+            value = json.loads(payload)
         except (ValueError, RecursionError):
             return [Failure(UpstreamError("the provider sent a stream event that is not JSON"))]
         if not isinstance(value, dict):
             return [Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))]
-        return self.on_object(event.event, value)
+        return self.on_object(name, value)
 
     def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
         raise NotImplementedError
 
     def at_end(self) -> StreamItem:
         raise NotImplementedError
+
+
+# A JSON line longer than this is a broken or hostile stream, not a token.
+MAX_JSON_LINE_BYTES = 1024 * 1024
+
+
+class JsonLinesDecoder(JsonEventDecoder):
+    """Newline-delimited JSON objects (``application/jsonlines``), each mapped by
+    ``on_object("", value)``; blank lines are skipped."""
+
+    max_line_bytes = MAX_JSON_LINE_BYTES
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._partial: list[bytes] = []  # the pieces of the unterminated line (joined once, at its end)
+        self._partial_bytes = 0
+
+    def _events(self, data: bytes) -> Iterable[tuple[str, str | bytes]]:
+        *lines, rest = data.split(b"\n")
+        if lines:
+            lines[0] = b"".join([*self._partial, lines[0]])
+            self._partial, self._partial_bytes = [], 0
+        if rest:
+            self._partial.append(rest)
+            self._partial_bytes += len(rest)
+        if self._partial_bytes > self.max_line_bytes or any(len(line) > self.max_line_bytes for line in lines):
+            raise ProtocolError(f"a JSON line longer than {self.max_line_bytes} bytes")
+        return [("", line) for line in lines if line.strip()]
+
+    def finish(self) -> list[StreamItem]:
+        if self._ended or not b"".join(self._partial).strip():
+            return super().finish()
+        items = self.feed(b"\n")  # the last line needs no newline
+        return items if self._ended else items + super().finish()

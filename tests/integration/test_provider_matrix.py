@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
 
 from mlstream.testing.fake_anthropic import FakeAnthropic
 from mlstream.testing.fake_gemini import FakeGemini
+from mlstream.testing.fake_sagemaker import FakeSageMaker
 from mlstream.testing.scripted import DEFAULT_TEXT, Scenario, fake_tokens
 
 from .conftest import HANG_GUARD, Client, raw_request, read_response
@@ -42,6 +44,7 @@ class ProviderCase:
     secrets: Callable[[Any], list[str]]              # what must never reach the client
     errors: dict[str, tuple[dict[str, Any], int, str]] = field(default_factory=dict)
     reasoning: bool = True                            # the provider streams thinking
+    tools: bool = True                                # the provider streams tool calls
     inferred: bool = False                            # the connector's URL names the interface
 
     def __str__(self) -> str:
@@ -136,7 +139,55 @@ GEMINI = ProviderCase(
     },
 )
 
-CASES = [ANTHROPIC, GEMINI]
+
+# --- SageMaker: an endpoint serving TGI or LMI ----------------------------------------------
+
+def sagemaker_connector(fake: FakeSageMaker) -> dict[str, Any]:
+    return {
+        "name": "SageMaker LLM endpoint",
+        "description": "A text-generation endpoint on SageMaker",
+        "version": 1,
+        "protocol": "aws_sigv4",
+        "credential": {"access_key": fake.access_key, "secret_key": fake.secret_key},
+        "parameters": {"region": fake.region, "service_name": "sagemaker", "endpoint_name": "hamlet-llm",
+                       "endpoint": fake.url.removeprefix("http://"), "fake": {}},
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "headers": {"content-type": "application/json"},
+            "url": "http://${parameters.endpoint}/endpoints/${parameters.endpoint_name}/invocations",
+            "request_body": '{ "inputs": "${parameters.inputs}", "parameters": {"max_new_tokens": 512, '
+                            '"details": true}, "fake": ${parameters.fake} }',
+        }],
+    }
+
+
+def sagemaker_case(container: str, answer_text: Callable[[Any], str]) -> ProviderCase:
+    return ProviderCase(
+        interface=f"sagemaker/{container}",
+        fake=partial(FakeSageMaker, container=container),
+        connector=sagemaker_connector,
+        answer_text=answer_text,
+        usage_fields=frozenset({"input_length", "generated_tokens"}),
+        finish="eos_token",
+        tool_finish="eos_token",
+        tool_event=lambda tool: None,
+        stream_flag=lambda sent: sent.path.endswith("/invocations-response-stream") and sent.body["stream"] is True,
+        secrets=lambda fake: [fake.secret_key],
+        reasoning=False,
+        tools=False,
+        errors={
+            "throttled-http": ({"status": 429}, 429, "ThrottlingException"),
+            "model-error-http": ({"status": 424}, 424, "ModelError"),
+            "model-stream-error": ({"error_after": 0}, 502, "ModelStreamError: The model container failed"),
+        },
+    )
+
+
+SAGEMAKER_TGI = sagemaker_case("tgi", lambda answer: answer["response"][0]["generated_text"])
+SAGEMAKER_LMI = sagemaker_case("lmi", lambda answer: answer["generated_text"])
+
+CASES = [ANTHROPIC, GEMINI, SAGEMAKER_TGI, SAGEMAKER_LMI]
 
 
 @pytest.fixture(params=CASES, ids=str)
@@ -207,6 +258,7 @@ def test_interface_name_is_case_and_space_insensitive(client, case, provider):
         assert response.status == 200 and "".join(m["content"] for m in maps(response)) == DEFAULT_TEXT
 
 
+@pytest.mark.parametrize("case", [case for case in CASES if case.tools], ids=str)
 def test_tool_use_is_assembled_into_one_event(client, case, provider):
     model_id = client.model_for(case.connector(provider))
     events = maps(stream(client, case, model_id, chunks=3, tool_use=TOOL))

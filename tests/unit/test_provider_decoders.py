@@ -11,8 +11,9 @@ from mlstream.providers.anthropic import AnthropicStreamDecoder
 from mlstream.providers.bedrock import ConverseStreamDecoder
 from mlstream.providers.gemini import GeminiStreamDecoder
 from mlstream.providers.openai import OpenAIStreamDecoder
+from mlstream.providers.sagemaker import LMIStreamDecoder, SageMakerStreamDecoder, TGIStreamDecoder
 from mlstream.providers.events import Delta, Done, Failure, Reasoning
-from mlstream.testing.eventstream import encode_event, encode_exception
+from mlstream.testing.eventstream import encode_event, encode_exception, encode_message, encode_payload_part
 
 
 def feed_all(decoder, data: bytes, cuts: list[int]) -> list:
@@ -272,3 +273,70 @@ def test_gemini_stream_url_keeps_the_query_and_asks_for_sse():
     streamed = GEMINI_GENERATE_CONTENT.stream_request(request, None, {})  # type: ignore[arg-type]
     assert streamed.url == "https://g/v1beta/models/gemini-2.5-flash:streamGenerateContent?key=k&alt=sse"
     assert streamed.headers["Accept"] == "text/event-stream"
+
+
+def tgi_event(text: str, *, special: bool = False, last: str | None = None, details: dict | None = None) -> bytes:
+    body = {"index": 1, "token": {"id": 7, "text": text, "logprob": -0.1, "special": special},
+            "generated_text": last, "details": details}
+    return b"data:" + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+
+def lmi_line(text: str, *, last: str | None = None, details: dict | None = None) -> bytes:
+    body = {"token": {"id": [7], "text": text, "log_prob": -0.1}, "generated_text": last, "details": details}
+    return json.dumps(body, ensure_ascii=False).encode() + b"\n"
+
+
+SAGEMAKER_DETAILS = {"finish_reason": "eos_token", "generated_tokens": 3, "input_length": 5, "seed": None}
+SAGEMAKER_EXPECTED = [Delta("To be"), Delta(", or not été"),
+                      Done("eos_token", {"input_length": 5, "generated_tokens": 3})]
+TGI_BYTES = (tgi_event("To be") + tgi_event(", or not été") +
+             tgi_event("</s>", special=True, last="To be, or not été", details=SAGEMAKER_DETAILS))
+LMI_BYTES = (lmi_line("To be") + lmi_line(", or not été") +
+             lmi_line("", last="To be, or not été", details=SAGEMAKER_DETAILS))
+
+
+def payload_parts(data: bytes, size: int) -> bytes:
+    """The container's bytes cut into PayloadPart frames of ``size`` bytes (cuts anywhere)."""
+    return b"".join(encode_payload_part(data[i:i + size]) for i in range(0, len(data), size))
+
+
+@pytest.mark.parametrize("decoder, data", [(TGIStreamDecoder, TGI_BYTES), (LMIStreamDecoder, LMI_BYTES)],
+                         ids=["tgi", "lmi"])
+@pytest.mark.parametrize("part_size", [1, 7, 10_000])
+def test_sagemaker_stream_split_at_every_offset(decoder, data, part_size):
+    frames = payload_parts(data, part_size)
+    # Every offset when the frames are few; some 400 offsets when many (each costs a whole decode).
+    for cut in range(0, len(frames) + 1, max(1, len(frames) // 400)):
+        assert feed_all(SageMakerStreamDecoder(decoder()), frames, [cut]) == SAGEMAKER_EXPECTED, cut
+
+
+def sagemaker_exception(kind: str, message: str) -> bytes:
+    return encode_message({":exception-type": kind, ":content-type": "application/json",
+                           ":message-type": "exception"},
+                          json.dumps({"Message": message, "ErrorCode": "ModelError"}).encode())
+
+
+@pytest.mark.parametrize("data, reason", [
+    (payload_parts(tgi_event("a"), 4) + sagemaker_exception("ModelStreamError", "the model broke"),
+     "ModelStreamError: the model broke"),
+    (sagemaker_exception("InternalStreamFailure", "internal"), "InternalStreamFailure: internal"),
+    (payload_parts(tgi_event("a"), 100), "before its last token"),
+    (payload_parts(tgi_event("a"), 100)[:-3], "ended inside a frame"),
+    (payload_parts(b'data:{"error": "Input validation error", "error_type": "validation"}\n\n', 9),
+     "validation: Input validation error"),
+], ids=["model-stream-error", "internal-failure", "no-last-token", "truncated-frame", "tgi-error"])
+def test_sagemaker_failures(data, reason):
+    items = feed_all(SageMakerStreamDecoder(TGIStreamDecoder()), data, [])
+    assert isinstance(items[-1], Failure) and reason in items[-1].error.reason, items
+
+
+def test_lmi_last_line_without_newline_still_ends_the_answer():
+    data = payload_parts(LMI_BYTES.rstrip(b"\n"), 5)
+    assert feed_all(SageMakerStreamDecoder(LMIStreamDecoder()), data, []) == SAGEMAKER_EXPECTED
+
+
+def test_lmi_line_past_the_bound_is_a_failure(monkeypatch):
+    monkeypatch.setattr(LMIStreamDecoder, "max_line_bytes", 1000)
+    data = encode_payload_part(b"x" * 1001)
+    items = feed_all(SageMakerStreamDecoder(LMIStreamDecoder()), data, [])
+    assert len(items) == 1 and "malformed" in items[0].error.reason
