@@ -18,19 +18,21 @@ object or ``X-Fake-*`` headers (see :mod:`mlstream.testing.scripted`).
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import secrets
+import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none
+from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none, serve_until_signalled
 from mlstream.testing.scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scenario, ScriptedHandler,
                                        ScriptedStats, build_plan, fake_tokens, reasoning_words, scenario_for,
                                        tool_input_fragments)
 
-__all__ = ["DEFAULT_TEXT", "FakeAnthropic", "Scenario", "fake_tokens"]
+__all__ = ["DEFAULT_TEXT", "FakeAnthropic", "Scenario", "connector", "fake_tokens"]
 
 logger = logging.getLogger(__name__)
 
@@ -215,3 +217,40 @@ class FakeAnthropic(FakeServer):
         self.api_key = api_key
         self.default_scenario = Scenario()
         super().__init__(host=host, port=port, stats=ScriptedStats())
+
+
+def connector(url: str, api_key: str, **knobs: Any) -> dict[str, Any]:
+    """The README's Anthropic connector, at ``url``, with ``parameters.fake`` (the
+    scenario's knobs, ``knobs`` by default) passed through in the body."""
+    return {
+        "name": "Anthropic Claude",
+        "description": "The Anthropic Messages API",
+        "version": 1,
+        "protocol": "http",
+        "parameters": {"endpoint": url.removeprefix("http://"), "model": "claude-sonnet-4-5",
+                       "max_tokens": 1024, "fake": knobs},
+        "credential": {"anthropic_key": api_key},
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "url": "http://${parameters.endpoint}/v1/messages",
+            "headers": {"x-api-key": "${credential.anthropic_key}", "anthropic-version": API_VERSION,
+                        "content-type": "application/json"},
+            "request_body": '{ "model": "${parameters.model}", "max_tokens": ${parameters.max_tokens}, '
+                            '"messages": [{"role": "user", "content": "${parameters.inputs}"}], '
+                            '"fake": ${parameters.fake} }',
+        }],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mlstream.testing.fake_anthropic``: serve until SIGINT/SIGTERM; the URL on stdout."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--api-key", default="sk-ant-fake-0123456789")
+    args = parser.parse_args(argv)
+    return serve_until_signalled(FakeAnthropic(port=args.port, api_key=args.api_key))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,19 +21,21 @@ answers a safety block (``"prompt"``: ``promptFeedback.blockReason``; ``"respons
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import secrets
+import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none
+from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none, serve_until_signalled
 from mlstream.testing.scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scenario, ScriptedHandler,
                                        ScriptedStats, build_plan, fake_tokens, reasoning_words, scenario_for)
 
-__all__ = ["DEFAULT_TEXT", "FakeGemini", "Scenario", "fake_tokens"]
+__all__ = ["DEFAULT_TEXT", "FakeGemini", "Scenario", "connector", "fake_tokens"]
 
 _ROUTE = re.compile(r"/(?:v1beta|v1)/models/([^/:]+):(generateContent|streamGenerateContent)")
 # Google's status names and their HTTP codes.
@@ -63,7 +65,8 @@ def _prompt_tokens(body: Mapping[str, Any]) -> int:
     system = body.get("systemInstruction")
     for content in [*(contents if isinstance(contents, list) else []), *([system] if system else [])]:
         parts = content.get("parts") if isinstance(content, Mapping) else None
-        texts += [part["text"] for part in parts or [] if isinstance(part, Mapping) and isinstance(part.get("text"), str)]
+        texts += [part["text"] for part in parts or []
+                  if isinstance(part, Mapping) and isinstance(part.get("text"), str)]
     return max(1, sum(len(text.split()) for text in texts))
 
 
@@ -205,3 +208,37 @@ class FakeGemini(FakeServer):
         self.api_key = api_key
         self.default_scenario = Scenario()
         super().__init__(host=host, port=port, stats=ScriptedStats())
+
+
+def connector(url: str, api_key: str, **knobs: Any) -> dict[str, Any]:
+    """ml-commons' Gemini connector (its URL and header), at ``url``, with
+    ``parameters.fake`` (the scenario's knobs, ``knobs`` by default) passed through."""
+    return {
+        "name": "Google Gemini",
+        "description": "The Gemini generateContent API",
+        "version": 1,
+        "protocol": "http",
+        "parameters": {"endpoint": url.removeprefix("http://"), "model": "gemini-2.5-flash", "fake": knobs},
+        "credential": {"gemini_api_key": api_key},
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "url": "http://${parameters.endpoint}/v1beta/models/${parameters.model}:generateContent",
+            "headers": {"x-goog-api-key": "${credential.gemini_api_key}", "Content-Type": "application/json"},
+            "request_body": '{ "contents": [{"role": "user", "parts": [{"text": "${parameters.inputs}"}]}], '
+                            '"fake": ${parameters.fake} }',
+        }],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mlstream.testing.fake_gemini``: serve until SIGINT/SIGTERM; the URL on stdout."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--api-key", default="AIzaFakeGeminiKey0123456789")
+    args = parser.parse_args(argv)
+    return serve_until_signalled(FakeGemini(port=args.port, api_key=args.api_key))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -26,19 +26,21 @@ or ``InternalStreamFailure``).
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from mlstream.testing import sigv4
 from mlstream.testing.eventstream import encode_message, encode_payload_part
-from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none
+from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none, serve_until_signalled
 from mlstream.testing.scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scenario, ScriptedHandler,
                                        ScriptedStats, build_plan, fake_tokens, scenario_for)
 
-__all__ = ["CONTAINERS", "DEFAULT_TEXT", "FakeSageMaker", "Scenario", "fake_tokens"]
+__all__ = ["CONTAINERS", "DEFAULT_TEXT", "FakeSageMaker", "Scenario", "connector", "fake_tokens"]
 
 CONTAINERS = ("tgi", "lmi")
 _ROUTE = re.compile(r"/endpoints/([^/]+)/(invocations|invocations-response-stream)")
@@ -176,3 +178,41 @@ class FakeSageMaker(FakeServer):
         self.region = region
         self.default_scenario = Scenario()
         super().__init__(host=host, port=port, stats=ScriptedStats())
+
+
+def connector(url: str, access_key: str, secret_key: str, region: str = "us-east-1", **knobs: Any) -> dict[str, Any]:
+    """The README's SageMaker connector, at ``url``, with ``parameters.fake`` (the
+    scenario's knobs, ``knobs`` by default) passed through in the body."""
+    return {
+        "name": "SageMaker LLM endpoint",
+        "description": "A text-generation endpoint on SageMaker",
+        "version": 1,
+        "protocol": "aws_sigv4",
+        "credential": {"access_key": access_key, "secret_key": secret_key},
+        "parameters": {"region": region, "service_name": "sagemaker", "endpoint_name": "hamlet-llm",
+                       "endpoint": url.removeprefix("http://"), "fake": knobs},
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "headers": {"content-type": "application/json"},
+            "url": "http://${parameters.endpoint}/endpoints/${parameters.endpoint_name}/invocations",
+            "request_body": '{ "inputs": "${parameters.inputs}", "parameters": {"max_new_tokens": 512, '
+                            '"details": true}, "fake": ${parameters.fake} }',
+        }],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mlstream.testing.fake_sagemaker``: serve until SIGINT/SIGTERM; the URL on stdout."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--container", choices=CONTAINERS, default="tgi")
+    parser.add_argument("--access-key", default="AKIDFAKESAGEMAKER")
+    parser.add_argument("--secret-key", default="fake-sagemaker-secret")
+    args = parser.parse_args(argv)
+    return serve_until_signalled(FakeSageMaker(port=args.port, container=args.container,
+                                               access_key=args.access_key, secret_key=args.secret_key))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from mlstream.testing import fake_anthropic, fake_gemini, fake_sagemaker
 from mlstream.testing.fake_anthropic import FakeAnthropic
 from mlstream.testing.fake_gemini import FakeGemini
 from mlstream.testing.fake_sagemaker import FakeSageMaker
@@ -53,32 +54,10 @@ class ProviderCase:
 
 # --- Anthropic -------------------------------------------------------------------------------
 
-def anthropic_connector(fake: FakeAnthropic) -> dict[str, Any]:
-    return {
-        "name": "Anthropic Claude",
-        "description": "The Anthropic Messages API",
-        "version": 1,
-        "protocol": "http",
-        "parameters": {"endpoint": fake.url.removeprefix("http://"), "model": "claude-sonnet-4-5",
-                       "max_tokens": 1024, "fake": {}},
-        "credential": {"anthropic_key": fake.api_key},
-        "actions": [{
-            "action_type": "predict",
-            "method": "POST",
-            "url": "http://${parameters.endpoint}/v1/messages",
-            "headers": {"x-api-key": "${credential.anthropic_key}", "anthropic-version": "2023-06-01",
-                        "content-type": "application/json"},
-            "request_body": '{ "model": "${parameters.model}", "max_tokens": ${parameters.max_tokens}, '
-                            '"messages": [{"role": "user", "content": "${parameters.inputs}"}], '
-                            '"fake": ${parameters.fake} }',
-        }],
-    }
-
-
 ANTHROPIC = ProviderCase(
     interface="anthropic/v1/messages",
     fake=FakeAnthropic,
-    connector=anthropic_connector,
+    connector=lambda fake: fake_anthropic.connector(fake.url, fake.api_key),
     answer_text=lambda answer: "".join(b["text"] for b in answer["content"] if b["type"] == "text"),
     usage_fields=frozenset({"input_tokens", "output_tokens"}),
     finish="end_turn",
@@ -98,30 +77,10 @@ ANTHROPIC = ProviderCase(
 
 # --- Gemini ----------------------------------------------------------------------------------
 
-def gemini_connector(fake: FakeGemini) -> dict[str, Any]:
-    """ml-commons' Gemini connector (URL, header), at the fake."""
-    return {
-        "name": "Google Gemini",
-        "description": "The Gemini generateContent API",
-        "version": 1,
-        "protocol": "http",
-        "parameters": {"endpoint": fake.url.removeprefix("http://"), "model": "gemini-2.5-flash", "fake": {}},
-        "credential": {"gemini_api_key": fake.api_key},
-        "actions": [{
-            "action_type": "predict",
-            "method": "POST",
-            "url": "http://${parameters.endpoint}/v1beta/models/${parameters.model}:generateContent",
-            "headers": {"x-goog-api-key": "${credential.gemini_api_key}", "Content-Type": "application/json"},
-            "request_body": '{ "contents": [{"role": "user", "parts": [{"text": "${parameters.inputs}"}]}], '
-                            '"fake": ${parameters.fake} }',
-        }],
-    }
-
-
 GEMINI = ProviderCase(
     interface="gemini/v1beta/generatecontent",
     fake=FakeGemini,
-    connector=gemini_connector,
+    connector=lambda fake: fake_gemini.connector(fake.url, fake.api_key),
     answer_text=lambda answer: "".join(p.get("text", "") for p in answer["candidates"][0]["content"]["parts"]
                                        if not p.get("thought")),
     usage_fields=frozenset({"promptTokenCount", "candidatesTokenCount", "totalTokenCount"}),
@@ -142,31 +101,11 @@ GEMINI = ProviderCase(
 
 # --- SageMaker: an endpoint serving TGI or LMI ----------------------------------------------
 
-def sagemaker_connector(fake: FakeSageMaker) -> dict[str, Any]:
-    return {
-        "name": "SageMaker LLM endpoint",
-        "description": "A text-generation endpoint on SageMaker",
-        "version": 1,
-        "protocol": "aws_sigv4",
-        "credential": {"access_key": fake.access_key, "secret_key": fake.secret_key},
-        "parameters": {"region": fake.region, "service_name": "sagemaker", "endpoint_name": "hamlet-llm",
-                       "endpoint": fake.url.removeprefix("http://"), "fake": {}},
-        "actions": [{
-            "action_type": "predict",
-            "method": "POST",
-            "headers": {"content-type": "application/json"},
-            "url": "http://${parameters.endpoint}/endpoints/${parameters.endpoint_name}/invocations",
-            "request_body": '{ "inputs": "${parameters.inputs}", "parameters": {"max_new_tokens": 512, '
-                            '"details": true}, "fake": ${parameters.fake} }',
-        }],
-    }
-
-
 def sagemaker_case(container: str, answer_text: Callable[[Any], str]) -> ProviderCase:
     return ProviderCase(
         interface=f"sagemaker/{container}",
         fake=partial(FakeSageMaker, container=container),
-        connector=sagemaker_connector,
+        connector=lambda fake: fake_sagemaker.connector(fake.url, fake.access_key, fake.secret_key, fake.region),
         answer_text=answer_text,
         usage_fields=frozenset({"input_length", "generated_tokens"}),
         finish="eos_token",
