@@ -2,8 +2,8 @@
 
 The path is percent-encoded once before signing (a Bedrock model id's ``:``
 becomes ``%3A``; an inference profile ARN's ``/``, written as it is or as ``%2F``,
-becomes ``%2F``, so the ARN stays one path segment) and the signature covers exactly the URL, headers and body that
-go on the wire; botocore encodes the path again inside the canonical request, as
+becomes ``%2F``, so the ARN stays one path segment) and the signature covers
+exactly the URL, headers and body that go on the wire; botocore encodes the path again inside the canonical request, as
 SigV4 wants for every service but S3. Sign right before each send: the signature
 carries a timestamp, so a retry is signed afresh.
 """

@@ -3,8 +3,8 @@ container's own token stream.
 
 The connector's URL ends in ``/endpoints/{name}/invocations`` (``InvokeEndpoint``); the
 stream calls ``/invocations-response-stream`` with the same body plus ``"stream":
-true``. The answer is AWS event-stream frames (decoded by botocore's
-``EventStreamBuffer``, as for Bedrock):
+true``. The answer is AWS event-stream frames (``eventstream.EventStreamDecoder``, as
+for Bedrock):
 
     PayloadPart                 the next bytes of the container's output, cut anywhere
                                 (a token's JSON may span two parts)
@@ -24,20 +24,17 @@ reason and usage from its ``details``, when the request asked for details).
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-
-from botocore.eventstream import EventStreamBuffer, ParserError
 
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, ProtocolError, UpstreamError
 from ..sse import SSEDecoder
 from ..upstream import MAX_RESPONSE_BYTES as UPSTREAM_MAX_RESPONSE_BYTES
-from .common import (JsonEventDecoder, JsonLinesDecoder, counts, encode_body, json_object, json_object_body,
-                     parse_json, text)
+from .common import JsonEventDecoder, JsonLinesDecoder, counts, encode_body, json_object, json_object_body, text
 from .events import Delta, Done, Failure, StreamItem
+from .eventstream import EventStreamDecoder, exception_of
 
 _INVOCATIONS = re.compile(r"/invocations/?$")
 # The containers' last event repeats the whole answer (generated_text): it is bounded as
@@ -66,28 +63,26 @@ class _WholeAnswerSSE(SSEDecoder):
     MAX_LINE_BYTES = MAX_EVENT_BYTES = MAX_RESPONSE_BYTES
 
 
-class TGIStreamDecoder(JsonEventDecoder):
+class _TokenObjects:
+    """What TGI and LMI share: the same token objects, in different framing."""
+
+    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+        return _token_items(value)
+
+    def at_end(self) -> StreamItem:
+        return Failure(UpstreamError("the model's stream ended before its last token (generated_text)"))
+
+
+class TGIStreamDecoder(_TokenObjects, JsonEventDecoder):
     """Hugging Face TGI's ``stream: true`` output: SSE events of token objects."""
 
     sse_decoder = _WholeAnswerSSE
 
-    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
-        return _token_items(value)
 
-    def at_end(self) -> StreamItem:
-        return Failure(UpstreamError("the model's stream ended before its last token (generated_text)"))
-
-
-class LMIStreamDecoder(JsonLinesDecoder):
+class LMIStreamDecoder(_TokenObjects, JsonLinesDecoder):
     """AWS LMI's (DJL Serving) streaming output: JSON lines of token objects."""
 
     max_line_bytes = MAX_RESPONSE_BYTES
-
-    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
-        return _token_items(value)
-
-    def at_end(self) -> StreamItem:
-        return Failure(UpstreamError("the model's stream ended before its last token (generated_text)"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,49 +108,20 @@ SAGEMAKER_TGI = SageMakerDialect("sagemaker/tgi", TGIStreamDecoder)
 SAGEMAKER_LMI = SageMakerDialect("sagemaker/lmi", LMIStreamDecoder)
 
 
-class SageMakerStreamDecoder:
+class SageMakerStreamDecoder(EventStreamDecoder):
     def __init__(self, container: JsonEventDecoder) -> None:
-        self._buffer = EventStreamBuffer()
-        self._pending_bytes = 0  # fed but not yet part of a complete frame
+        super().__init__()
         self._container = container
-        self._ended = False
 
-    def feed(self, data: bytes) -> list[StreamItem]:
-        if self._ended:
-            return []
-        self._buffer.add_data(data)
-        self._pending_bytes += len(data)
-        items: list[StreamItem] = []
-        try:
-            for message in self._buffer:
-                self._pending_bytes -= message.prelude.total_length
-                items += self._on_message(message.headers, message.payload)
-                if items and isinstance(items[-1], (Done, Failure)):
-                    self._ended = True
-                    break
-        # As for Bedrock: botocore's parser can trip past a valid CRC on impossible values.
-        except (ParserError, struct.error, KeyError, IndexError, ValueError) as exc:
-            self._ended = True
-            items.append(Failure(UpstreamError(f"the provider's event stream is corrupt ({type(exc).__name__})")))
-        return items
-
-    def finish(self) -> list[StreamItem]:
-        if self._ended:
-            return []
-        self._ended = True
-        if self._pending_bytes:
-            return [Failure(UpstreamError("the provider's event stream ended inside a frame"))]
+    def at_end(self) -> list[StreamItem]:
         return self._container.finish()
 
-    def _on_message(self, headers: Mapping[str, Any], payload: bytes) -> list[StreamItem]:
-        message_type = headers.get(":message-type")
-        if message_type in ("exception", "error"):
-            kind = headers.get(":exception-type") or headers.get(":error-code") or "exception"
-            body = json_object(parse_json(payload) if payload else None)
-            message = text(body.get("Message")) or text(body.get("message")) or headers.get(":error-message") or kind
-            return [Failure(UpstreamError(f"Error from remote service: {kind}: {message}"))]
-        if message_type != "event" or headers.get(":event-type") != "PayloadPart":
-            return []
+    def on_message(self, headers: Mapping[str, Any], payload: bytes) -> Iterable[StreamItem]:
+        exception = exception_of(headers, payload)
+        if exception is not None:
+            return [Failure(UpstreamError(f"Error from remote service: {exception[0]}: {exception[1]}"))]
+        if headers.get(":message-type") != "event" or headers.get(":event-type") != "PayloadPart":
+            return ()
         try:
             return self._container.feed(payload)
         except ProtocolError as error:

@@ -191,12 +191,10 @@ class _Handler(ScriptedHandler):
             self._message(scenario, body)
 
     def _message(self, scenario: Scenario, body: Mapping[str, Any]) -> None:
-        tokens = fake_tokens(scenario)
-        self.pause(scenario.delay_ms * max(0, len(tokens) - 1) / 1000.0)
-        if scenario.cut_after is not None:
-            self.hang_up()
+        fault = self.whole_answer_fault(scenario)
+        if fault == "cut":
             return
-        if scenario.error_after is not None:
+        if fault == "error":
             kind = scenario.error_type or "overloaded_error"
             self.send_json(ERROR_STATUS.get(kind, 500), _error(kind, _MESSAGES.get(kind, f"{kind} (fake, as asked)")))
             return

@@ -186,14 +186,11 @@ class _Handler(ScriptedHandler):
         if stream:
             self.send_plan(response.plan(), "text/event-stream")
             return
-        tokens = fake_tokens(scenario)
-        self.pause(scenario.delay_ms * max(0, len(tokens) - 1) / 1000.0)
-        if scenario.cut_after is not None:
-            self.hang_up()
-        elif scenario.error_after is not None:
+        fault = self.whole_answer_fault(scenario)
+        if fault == "error":
             kind = scenario.error_type or "UNAVAILABLE"
             self.send_json(ERROR_CODES.get(kind, 500), _error(kind))
-        else:
+        elif fault is None:
             self.send_json(200, response.whole())
 
 

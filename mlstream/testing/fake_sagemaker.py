@@ -140,15 +140,13 @@ class _Handler(ScriptedHandler):
             self.send_plan(_plan(fake.container, scenario, details), "application/vnd.amazon.eventstream",
                            {"x-amzn-RequestId": str(uuid.uuid4()), "X-Amzn-Invoked-Production-Variant": "AllTraffic"})
             return
-        tokens = fake_tokens(scenario)
-        self.pause(scenario.delay_ms * max(0, len(tokens) - 1) / 1000.0)
-        if scenario.cut_after is not None:
-            self.hang_up()
+        fault = self.whole_answer_fault(scenario)
+        if fault == "cut":
             return
-        if scenario.error_after is not None:
+        if fault == "error":
             self._error(424, "ModelError", "The model container failed (fake, as asked).")
             return
-        answer: dict[str, Any] = {"generated_text": "".join(tokens)}
+        answer: dict[str, Any] = {"generated_text": "".join(fake_tokens(scenario))}
         if details is not None:
             answer["details"] = details
         self.send_json(200, [answer] if fake.container == "tgi" else answer,

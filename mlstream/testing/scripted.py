@@ -270,6 +270,16 @@ class ScriptedHandler(FakeHandler):
         self.end_headers()
         self.send(data)
 
+    def whole_answer_fault(self, scenario: Scenario) -> str | None:
+        """Take as long as the stream would, then say how a non-stream answer ends:
+        ``"cut"`` (hung up already: send nothing), ``"error"`` (send the provider's
+        error) or None (send the answer)."""
+        self.pause(scenario.delay_ms * max(0, len(fake_tokens(scenario)) - 1) / 1000.0)
+        if scenario.cut_after is not None:
+            self.hang_up()
+            return "cut"
+        return "error" if scenario.error_after is not None else None
+
     def send_plan(self, plan: Plan, content_type: str, headers: Mapping[str, str] | None = None) -> None:
         stats: ScriptedStats = self.fake.stats  # type: ignore[assignment]
         self.send_response(200)
