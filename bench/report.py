@@ -164,7 +164,7 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
                          f"{m['streams_ok']}/{m['streams_total']}", ""))
     providers = _get(s, "provider_relay", "providers") or {}
     c = _get(s, "provider_relay", "concurrency")
-    for name, level in providers.items():
+    for level in providers.values():
         d, m = level["direct"], level["mlstream"]
         rows.append(("8 providers", f"{level['interface']} chunks/s, c={c}", fmt(d["chunks_per_s"]),
                      fmt(m["chunks_per_s"]), _ratio(m["chunks_per_s"], d["chunks_per_s"])))

@@ -290,7 +290,7 @@ class ScriptedHandler(FakeHandler):
         self.end_headers()
         stats._add(streams_started=1)
         # The hot loop: a pause check, one sendall of a prepared chunk, one counter update.
-        for chunk, pause in zip(plan.chunks, plan.pauses):
+        for chunk, pause in zip(plan.chunks, plan.pauses, strict=True):
             if pause:
                 self.pause(pause)
             self.send(chunk)
