@@ -62,6 +62,12 @@ class Dialect:
     content: bytes
     end: bytes
     error: bytes = b'data: {"error"'
+    # What ends one event (markers are counted in whole events only): SSE's blank line;
+    # Gemini's SSE uses CRLF line ends, a JSON-lines stream a single newline.
+    separator: bytes = b"\n\n"
+    # The body is AWS event-stream frames whose payloads carry the events (SageMaker):
+    # the payloads of whole frames are joined first, the frames' binary left out.
+    eventstream: bool = False
 
 
 # The fake provider's OpenAI chunks: the role chunk has "delta":{"role":...}, the
@@ -141,7 +147,7 @@ class Response:
     __slots__ = ("request", "t_send", "t_write", "t_turn", "t_head", "t_first", "t_text", "t_end", "status",
                  "content", "events", "nbytes", "body_bytes", "ended", "failed", "complete", "error", "gaps",
                  "last_t", "keep_alive", "done", "hung_up", "rest", "body", "_state", "_head", "_raw", "_sse",
-                 "_left", "_marker", "_end", "_err", "_dialect")
+                 "_left", "_marker", "_end", "_err", "_dialect", "_sep", "_frames")
 
     def __init__(self, request: Request, t_send: float, *, track_gaps: bool = False,
                  keep_body: bool = False) -> None:
@@ -174,6 +180,8 @@ class Response:
         d = request.dialect if request.stream or request.dialect is PLAIN else WHOLE
         self._marker, self._end, self._err = d.content, d.end, d.error
         self._dialect = d.name
+        self._sep = d.separator
+        self._frames = bytearray() if d.eventstream else None  # event-stream bytes not yet whole frames
 
     @property
     def ok(self) -> bool:
@@ -351,11 +359,14 @@ class Response:
                 break
         del raw[:pos]
         self._state, self._left = state, left
+        if self._frames is not None:
+            self._unframe(sse)
         found = 0
-        end = sse.rfind(b"\n\n")
+        end = sse.rfind(self._sep)
         if end >= 0:
-            events = bytes(sse[:end + 2])
-            del sse[:end + 2]
+            end += len(self._sep)
+            events = bytes(sse[:end])
+            del sse[:end]
             if self.body is not None:
                 self.body += events
             self.events += events.count(b"data:")
@@ -380,6 +391,21 @@ class Response:
             self._keep_rest(raw)
             del raw[:]
         return found
+
+    def _unframe(self, data: bytearray) -> None:
+        """Move ``data`` (de-chunked event-stream bytes) into the frame buffer and put
+        the payloads of its whole frames back in ``data``, in order."""
+        frames = self._frames
+        frames += data
+        del data[:]
+        pos, n = 0, len(frames)
+        while n - pos >= 12:  # a prelude: total length, headers length, CRC
+            total, headers = struct.unpack_from("!II", frames, pos)
+            if n - pos < total:
+                break
+            data += frames[pos + 12 + headers:pos + total - 4]  # payload, before the message CRC
+            pos += total
+        del frames[:pos]
 
     def _find_text(self, events: bytes, now: float) -> None:
         """Set ``t_text`` if one of ``events`` is a content event with non-empty content."""

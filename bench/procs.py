@@ -228,8 +228,10 @@ class Processes:
         self.exit_codes: dict[str, int | None] = {}
         self._count = 0
 
-    def start_fake(self, name: str = "fake") -> Child:
-        argv = [sys.executable, "-m", "mlstream.testing.fake_openai", "--port", "0", "--api-key", API_KEY]
+    def start_fake(self, name: str = "fake", module: str = "mlstream.testing.fake_openai",
+                   args: tuple[str, ...] = ("--api-key", API_KEY)) -> Child:
+        """A fake provider (``python -m <module> --port 0 <args>``) in its own process."""
+        argv = [sys.executable, "-m", module, "--port", "0", *args]
         return self._start(name, argv, "http://")
 
     def start_mlstream(self, name: str = "mlstream", *, workers: int | None = None, backlog: int | None = None,
@@ -374,19 +376,16 @@ def openai_embedding_connector(fake_address: tuple[str, int], *, api_key: str = 
     }
 
 
-def register_connector_model(admin: Admin, connector: dict[str, Any], name: str) -> str:
-    connector_id = admin.ok("POST", "/_plugins/_ml/connectors/_create", connector)["connector_id"]
-    return admin.ok("POST", "/_plugins/_ml/models/_register?deploy=true",
-                    {"name": name, "function_name": "remote", "description": "benchmark model",
-                     "connector_id": connector_id})["model_id"]
-
-
 def register_model(admin: Admin, fake_address: tuple[str, int], model: str, *, api_key: str = API_KEY,
                    max_connection: int | None = None) -> str:
     """Create a connector for ``model`` (a fake model name with knobs) and a deployed model on it."""
-    connector_id = admin.ok("POST", "/_plugins/_ml/connectors/_create",
-                            openai_connector(fake_address, model, api_key=api_key,
-                                             max_connection=max_connection))["connector_id"]
+    return register_connector(admin, openai_connector(fake_address, model, api_key=api_key,
+                                                      max_connection=max_connection), f"bench {model}")
+
+
+def register_connector(admin: Admin, connector: dict[str, Any], name: str) -> str:
+    """Create ``connector`` and a deployed model on it; the model's id."""
+    connector_id = admin.ok("POST", "/_plugins/_ml/connectors/_create", connector)["connector_id"]
     return admin.ok("POST", "/_plugins/_ml/models/_register?deploy=true",
-                    {"name": f"bench {model}", "function_name": "remote", "description": "benchmark model",
+                    {"name": name, "function_name": "remote", "description": "benchmark model",
                      "connector_id": connector_id})["model_id"]

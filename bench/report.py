@@ -162,6 +162,14 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
                          _ratio(m["mb_per_s"], d["mb_per_s"])))
             rows.append(("1 relay", f"streams ok, c={c}", f"{d['streams_ok']}/{d['streams_total']}",
                          f"{m['streams_ok']}/{m['streams_total']}", ""))
+    providers = _get(s, "provider_relay", "providers") or {}
+    c = _get(s, "provider_relay", "concurrency")
+    for level in providers.values():
+        d, m = level["direct"], level["mlstream"]
+        rows.append(("9 providers", f"{level['interface']} chunks/s, c={c}", fmt(d["chunks_per_s"]),
+                     fmt(m["chunks_per_s"]), _ratio(m["chunks_per_s"], d["chunks_per_s"])))
+        rows.append(("9 providers", f"{level['interface']} streams ok, c={c}", f"{d['streams_ok']}/{d['streams_total']}",
+                     f"{m['streams_ok']}/{m['streams_total']}", ""))
     lat = s.get("added_latency") or {}
     pause = lat.get("pause_ms")
     for key, name in (("stream_c1", f"first token, c=1, alternated, {fmt(pause, ' ms', 0)} apart"),

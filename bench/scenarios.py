@@ -1,7 +1,9 @@
 """The scenarios of the benchmark: six run against the fake provider directly and
 through mlstream, alternating, in the same run; the seventh, a keep-alive churn
 soak, runs through mlstream only and fails the run on a freeze or a leak; the
-eighth pairs embedding ``_predict`` calls with the fake's ``/v1/embeddings``.
+eighth pairs embedding ``_predict`` calls with the fake's ``/v1/embeddings``; the
+ninth repeats the relay of the first through each added provider's decoder, each
+against its own fake.
 
 Each scenario is a function ``(Env) -> dict`` whose dict goes into the JSON as
 it is; ``bench/report.py`` turns those dicts into the Markdown tables. The sizes
@@ -12,6 +14,7 @@ come from :class:`Config` (``--quick`` shrinks them, never the method).
     relay_throughput  added_latency  slow_streams (+ on-pace capacity)
     backpressure      cancellation   admission      churn (ChurnKind, CHURN_MIX)
     embedding_predict (+ the JSON and post-process steps of one answer, timed in-process)
+    provider_relay    (ProviderBench: the relay through each added provider's decoder)
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ from mlstream import processing, speedups
 from mlstream.testing.embeddings import openai_embeddings
 from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, parse_scenario
 
-from .loadgen import (DIRECT, MLSTREAM, PLAIN, WHOLE, LoadGenerator, Outcomes, Request, Response, RunResult, User,
-                      alternate, build_get, build_request, percentile, summarize)
+from .loadgen import (DIRECT, MLSTREAM, PLAIN, WHOLE, Dialect, LoadGenerator, Outcomes, Request, Response,
+                      RunResult, User, alternate, build_get, build_request, percentile, summarize)
 from .procs import (API_KEY, EMBEDDING_MODEL, SEED_MESSAGES, STREAM_INTERFACE, Admin, Child, Processes, ProcSample,
-                    openai_embedding_connector, register_connector_model, register_model)
+                    openai_embedding_connector, register_connector, register_model)
 
 SIDES = ("direct", "mlstream")
 SETTLE_SECONDS = 15.0       # longest wait for mlstream to finish streams between trials
@@ -62,6 +65,8 @@ class Config:
     backpressure_chunk_bytes: int = 1000
     backpressure_pause: float = 5.0
     cancel_samples: int = 60
+    provider_chunks: int = 200        # scenario 9: tokens per answer, and clients at once
+    provider_concurrency: int = 16
     cancel_delay_ms: int = 20
     cancel_silent_samples: int = 8    # the slow-provider variant (0 skips it)
     cancel_silent_delay_ms: int = 500
@@ -222,45 +227,51 @@ def relay_throughput(env: Env) -> dict[str, Any]:
     model = f"gpt-fake?chunks={cfg.throughput_chunks}"
     pair = env.pair(model, max_connection=max(cfg.throughput_concurrency))
     preflight(env, pair, cfg.throughput_chunks)
-    levels: dict[str, Any] = {}
-    for c in cfg.throughput_concurrency:
-        def trial(side: str, c: int = c) -> dict[str, Any]:
-            end = cfg.warmup + cfg.trial_seconds
-            users = [User(pair.addresses[side], pair.requests[side], count=10**9, stop_issuing=end)
-                     for _ in range(c)]
-            ml0, fake0 = env.mlstream.sample(), env.fake.sample()
-            result = env.run(users, timeout=end + 60, window=(cfg.warmup, end), label=f"throughput c={c} {side}")
-            ml1, fake1 = env.mlstream.sample(), env.fake.sample()
-            out = Outcomes.of(result.responses)
-            seconds = result.window_seconds
-            return {"chunks": result.window_content, "bytes": result.window_bytes, "seconds": round(seconds, 3),
-                    "chunks_per_s": round(result.window_content / seconds, 1) if seconds else None,
-                    "streams": out.to_json(), "generator_cpu": round(result.cpu / result.wall, 3),
-                    "mlstream_cpu": cpu_share(ml0, ml1, result.wall), "fake_cpu": cpu_share(fake0, fake1, result.wall)}
-        trials = env.paired(trial)
-        level: dict[str, Any] = {}
-        for side in SIDES:
-            rows = trials[side]
-            chunks = sum(t["chunks"] for t in rows)
-            nbytes = sum(t["bytes"] for t in rows)
-            seconds = sum(t["seconds"] for t in rows)
-            level[side] = {
-                "chunks_per_s": round(chunks / seconds, 1) if seconds else None,
-                "mb_per_s": round(nbytes / seconds / 1e6, 3) if seconds else None,
-                "rounds_chunks_per_s": [t["chunks_per_s"] for t in rows],
-                "streams_ok": sum(t["streams"]["ok"] for t in rows),
-                "streams_total": sum(t["streams"]["total"] for t in rows),
-                "errors": _merge(t["streams"]["errors"] for t in rows),
-                "generator_cpu": _mean(t["generator_cpu"] for t in rows),
-                "mlstream_cpu": _mean(t["mlstream_cpu"] for t in rows),
-                "fake_cpu": _mean(t["fake_cpu"] for t in rows),
-            }
-        level["ratio_chunks"] = ratio(level["mlstream"]["chunks_per_s"], level["direct"]["chunks_per_s"])
-        level["ratio_mb"] = ratio(level["mlstream"]["mb_per_s"], level["direct"]["mb_per_s"])
-        levels[str(c)] = level
+    levels = {str(c): _relay_level(env, pair, c, env.fake) for c in cfg.throughput_concurrency}
     return {"model": model, "chunks_per_stream": cfg.throughput_chunks, "concurrency": levels,
             "note": "MB/s counts every byte off the socket (HTTP framing included); the two wire formats "
                     "differ in size per chunk, so compare chunks/s."}
+
+
+def _relay_level(env: Env, pair: Pair, c: int, fake: Child) -> dict[str, Any]:
+    """``c`` keep-alive clients streaming ``pair``'s answer back to back, direct and through
+    mlstream in alternating rounds: chunks/s and MB/s inside the measuring window."""
+    cfg = env.cfg
+
+    def trial(side: str) -> dict[str, Any]:
+        end = cfg.warmup + cfg.trial_seconds
+        users = [User(pair.addresses[side], pair.requests[side], count=10**9, stop_issuing=end)
+                 for _ in range(c)]
+        ml0, fake0 = env.mlstream.sample(), fake.sample()
+        result = env.run(users, timeout=end + 60, window=(cfg.warmup, end), label=f"throughput c={c} {side}")
+        ml1, fake1 = env.mlstream.sample(), fake.sample()
+        out = Outcomes.of(result.responses)
+        seconds = result.window_seconds
+        return {"chunks": result.window_content, "bytes": result.window_bytes, "seconds": round(seconds, 3),
+                "chunks_per_s": round(result.window_content / seconds, 1) if seconds else None,
+                "streams": out.to_json(), "generator_cpu": round(result.cpu / result.wall, 3),
+                "mlstream_cpu": cpu_share(ml0, ml1, result.wall), "fake_cpu": cpu_share(fake0, fake1, result.wall)}
+    trials = env.paired(trial)
+    level: dict[str, Any] = {}
+    for side in SIDES:
+        rows = trials[side]
+        chunks = sum(t["chunks"] for t in rows)
+        nbytes = sum(t["bytes"] for t in rows)
+        seconds = sum(t["seconds"] for t in rows)
+        level[side] = {
+            "chunks_per_s": round(chunks / seconds, 1) if seconds else None,
+            "mb_per_s": round(nbytes / seconds / 1e6, 3) if seconds else None,
+            "rounds_chunks_per_s": [t["chunks_per_s"] for t in rows],
+            "streams_ok": sum(t["streams"]["ok"] for t in rows),
+            "streams_total": sum(t["streams"]["total"] for t in rows),
+            "errors": _merge(t["streams"]["errors"] for t in rows),
+            "generator_cpu": _mean(t["generator_cpu"] for t in rows),
+            "mlstream_cpu": _mean(t["mlstream_cpu"] for t in rows),
+            "fake_cpu": _mean(t["fake_cpu"] for t in rows),
+        }
+    level["ratio_chunks"] = ratio(level["mlstream"]["chunks_per_s"], level["direct"]["chunks_per_s"])
+    level["ratio_mb"] = ratio(level["mlstream"]["mb_per_s"], level["direct"]["mb_per_s"])
+    return level
 
 
 # =========================================================================== 2. added latency
@@ -1291,7 +1302,7 @@ def embedding_predict(env: Env) -> dict[str, Any]:
     tensors, with the JSON codec mlstream uses (``speedups``) and with the stdlib's.
     """
     cfg = env.cfg
-    model_id = register_connector_model(env.admin, openai_embedding_connector(env.fake.address), "bench embeddings")
+    model_id = register_connector(env.admin, openai_embedding_connector(env.fake.address), "bench embeddings")
     auth = {"Authorization": f"Bearer {API_KEY}"}
     out: dict[str, Any] = {"dimensions": EMBEDDING_DIMENSIONS, "pause_ms": cfg.latency_pause_ms, "docs": {}}
     for n in cfg.embedding_docs:
@@ -1346,6 +1357,118 @@ def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
             "stdlib_decode_ms": stdlib_decode, "stdlib_encode_ms": stdlib_encode}
 
 
+# =========================================================================== 9. provider relay
+
+
+@dataclass(frozen=True)
+class ProviderBench:
+    """One added provider: its fake's process, the connector a user would write at it, the
+    direct streaming request, and how the loadgen recognises its events."""
+
+    name: str
+    interface: str
+    module: str
+    args: tuple[str, ...]
+    connector: Callable[[str, dict[str, Any]], dict[str, Any]]     # (fake URL, knobs) -> connector
+    direct: Callable[[tuple[str, int], dict[str, Any]], tuple[str, dict[str, Any], dict[str, str]]]
+    dialect: Dialect
+
+
+ANTHROPIC_KEY, GEMINI_KEY = "sk-ant-bench", "AIzaBench"
+SAGEMAKER_KEYS = ("AKIDBENCHSAGEMAKER", "bench-sagemaker-secret")
+BENCH_PROMPT = "Who is Hamlet?"
+
+
+def _anthropic_direct(address: tuple[str, int], knobs: dict[str, Any]):
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "stream": True, "fake": knobs,
+            "messages": [{"role": "user", "content": BENCH_PROMPT}]}
+    return "/v1/messages", body, {"x-api-key": ANTHROPIC_KEY, "anthropic-version": "2023-06-01"}
+
+
+def _gemini_direct(address: tuple[str, int], knobs: dict[str, Any]):
+    body = {"contents": [{"role": "user", "parts": [{"text": BENCH_PROMPT}]}], "fake": knobs}
+    return ("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", body,
+            {"x-goog-api-key": GEMINI_KEY})
+
+
+def _sagemaker_direct(address: tuple[str, int], knobs: dict[str, Any]):
+    """InvokeEndpointWithResponseStream, SigV4-signed once (the fake allows 5 minutes of skew)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    path = "/endpoints/hamlet-llm/invocations-response-stream"
+    body = {"inputs": BENCH_PROMPT, "parameters": {"max_new_tokens": 512, "details": True}, "stream": True,
+            "fake": knobs}
+    data = json.dumps(body, separators=(",", ":")).encode()
+    request = AWSRequest("POST", f"http://{address[0]}:{address[1]}{path}", data=data,
+                         headers={"Content-Type": "application/json"})
+    SigV4Auth(Credentials(*SAGEMAKER_KEYS), "sagemaker", "us-east-1").add_auth(request)
+    headers = {name: value for name, value in request.headers.items() if name.lower() != "content-type"}
+    return path, body, headers
+
+
+def _sagemaker_bench(container: str, separator: bytes) -> ProviderBench:
+    from mlstream.testing import fake_sagemaker
+
+    return ProviderBench(
+        f"sagemaker-{container}", f"sagemaker/{container}", "mlstream.testing.fake_sagemaker",
+        ("--container", container, "--access-key", SAGEMAKER_KEYS[0], "--secret-key", SAGEMAKER_KEYS[1]),
+        lambda url, knobs: fake_sagemaker.connector(url, *SAGEMAKER_KEYS, **knobs), _sagemaker_direct,
+        # every token's object but the last has "generated_text":null; the last repeats the answer
+        Dialect(f"sagemaker-{container}", b'"generated_text":null', b'"generated_text":"', separator=separator,
+                eventstream=True))
+
+
+def provider_benches() -> list[ProviderBench]:
+    from mlstream.testing import fake_anthropic, fake_gemini
+
+    return [
+        ProviderBench("anthropic", "anthropic/v1/messages", "mlstream.testing.fake_anthropic",
+                      ("--api-key", ANTHROPIC_KEY),
+                      lambda url, knobs: fake_anthropic.connector(url, ANTHROPIC_KEY, **knobs), _anthropic_direct,
+                      Dialect("anthropic", b'"type":"text_delta"', b"event: message_stop")),
+        ProviderBench("gemini", "gemini/v1beta/generatecontent", "mlstream.testing.fake_gemini",
+                      ("--api-key", GEMINI_KEY),
+                      lambda url, knobs: fake_gemini.connector(url, GEMINI_KEY, **knobs), _gemini_direct,
+                      # text events end their candidate with "index":0}], the last with a finishReason
+                      Dialect("gemini", b'"index":0}],', b'"finishReason":"STOP"', separator=b"\r\n\r\n")),
+        _sagemaker_bench("tgi", b"\n\n"),
+        _sagemaker_bench("lmi", b"\n"),
+    ]
+
+
+def provider_relay(env: Env) -> dict[str, Any]:
+    """Scenario 1's relay, through each added decoder: ``c`` clients streaming answers of
+    ``provider_chunks`` tokens back to back, from the provider's fake directly (its own
+    wire format) and through mlstream (ml-commons events), alternating, in the same run."""
+    cfg = env.cfg
+    knobs = {"chunks": cfg.provider_chunks}
+    out: dict[str, Any] = {}
+    for bench in provider_benches():
+        fake = env.procs.start_fake(f"fake-{bench.name}", bench.module, bench.args)
+        try:
+            connector = bench.connector(fake.url, knobs)
+            connector["client_config"] = {"max_connection": cfg.provider_concurrency}
+            model_id = register_connector(env.admin, connector, f"bench {bench.name}")
+            path, body, headers = bench.direct(fake.address, knobs)
+            pair = Pair(bench.name, {
+                "direct": build_request(fake.address, path, body, dialect=bench.dialect, stream=True,
+                                        headers=headers, label="direct"),
+                "mlstream": build_request(env.mlstream.address, f"/_plugins/_ml/models/{model_id}/_predict/stream",
+                                          {"parameters": {"inputs": BENCH_PROMPT, "_llm_interface": bench.interface}},
+                                          dialect=MLSTREAM, stream=True, label="mlstream"),
+            }, {"direct": fake.address, "mlstream": env.mlstream.address}, model_id)
+            preflight(env, pair, cfg.provider_chunks)
+            out[bench.name] = {"interface": bench.interface,
+                               **_relay_level(env, pair, cfg.provider_concurrency, fake)}
+        finally:
+            env.procs.stop(fake)
+    return {"chunks_per_stream": cfg.provider_chunks, "concurrency": cfg.provider_concurrency, "providers": out,
+            "note": "each provider against its own fake, direct (its wire format) and through mlstream; "
+                    "compare chunks/s"}
+
+
 SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "relay_throughput": relay_throughput,
     "added_latency": added_latency,
@@ -1355,4 +1478,5 @@ SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "admission": admission,
     "churn": churn,
     "embedding_predict": embedding_predict,
+    "provider_relay": provider_relay,
 }

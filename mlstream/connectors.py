@@ -171,9 +171,10 @@ def parse_connector(doc: Any, *, where: str = "connector") -> Connector:
         raise BadRequest(f"[actions] must be a non-empty list in {where}")
     actions = tuple(_parse_action(raw, index) for index, raw in enumerate(raw_actions))
     if protocol == "aws_sigv4":
-        for key in ("access_key", "secret_key"):
-            if not credential.get(key):
-                raise BadRequest(f"[credential.{key}] is required for protocol aws_sigv4")
+        # Both keys, or neither: then the server's own AWS credentials (aws_credentials).
+        if bool(credential.get("access_key")) != bool(credential.get("secret_key")):
+            raise BadRequest("[credential.access_key] and [credential.secret_key] go together for protocol "
+                             "aws_sigv4; leave both out to use the server's AWS credentials")
         for key in ("region", "service_name"):
             # AwsConnector.java: in the parameters, or else in the credential
             if not parameters.get(key) and not credential.get(key):

@@ -28,6 +28,7 @@ translated where they enter our code, keeping the original as ``__cause__``.
      +-- NotImplementedCoding           501 illegal_argument_exception (a transfer coding we lack)
      +-- MethodNotImplemented           501 method_not_allowed_exception (a method no route has)
      +-- UpstreamError                  502 (or the upstream's 4xx) remote_inference_exception
+     |    +-- UpstreamOverloaded        503 (+ Retry-After; Anthropic's 529 / overloaded_error)
      |    +-- UpstreamTimeout           504
      +-- ShuttingDown                   503 (a stream still open at the drain deadline)
      +-- VersionNotSupported            505 illegal_argument_exception
@@ -213,6 +214,16 @@ class UpstreamError(MLStreamError):
         # What failed, for metrics: the provider's status, else "connection", "timeout"
         # or "stream" (a malformed or failing stream).
         self.kind = str(upstream_status) if upstream_status else kind
+
+
+class UpstreamOverloaded(UpstreamError):
+    """The provider says it is overloaded (Anthropic's 529, its ``overloaded_error``): 503
+    with ``Retry-After``, which every HTTP client knows to retry."""
+
+    http_status = 503
+
+    def __init__(self, reason: str, *, upstream_status: int | None = None) -> None:
+        super().__init__(reason, upstream_status=upstream_status, headers={"Retry-After": "1"})
 
 
 class UpstreamTimeout(UpstreamError):

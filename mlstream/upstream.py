@@ -30,9 +30,10 @@ from urllib3.util import parse_url
 from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError,
                                 ProtocolError, ReadTimeoutError, SSLError)
 
+from .aws_credentials import AwsCredentials
 from .connectors import ClientConfig, Connector, UpstreamRequest
 from .endpoints import is_private, private_host_message
-from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamTimeout
+from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .framing import MAX_HEAD_LINE, HeadLines
 from .retry import RetryPolicy, parse_retry_after, send_with_retries
 from .signing import sign_request
@@ -227,6 +228,7 @@ class UpstreamClient:
         self._lock = threading.Lock()
         self._pools: OrderedDict[_PoolKey, HTTPConnectionPool] = OrderedDict()
         self._targets: dict[str, tuple[str, str, int, str]] = {}  # url -> scheme, host, port, path
+        self.aws_credentials = AwsCredentials()  # for aws_sigv4 connectors
 
     def send(self, request: UpstreamRequest, config: ClientConfig, *, stream: bool,
              allow_private: bool = False) -> urllib3.BaseHTTPResponse:
@@ -308,6 +310,10 @@ class ProviderCall:
         self._stream = stream
         self._allow_private = allow_private
         self._on_retry = on_retry
+        # The secret parts of the AWS credentials this call was signed with: they may not
+        # be the connector's own (a role, the server's chain), and an AWS error echoes
+        # what it was signed with (the session token in a canonical request).
+        self._signing_secrets: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -337,7 +343,7 @@ class ProviderCall:
         if payload is None:
             payload = self.read_body(response)
         return error_from_response(response.status, payload, self.url,
-                                   self._connector.credential.values(), response.headers)
+                                   [*self._connector.credential.values(), *self._signing_secrets], response.headers)
 
     def body_reader(self, response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
         """``read(size)``: what has arrived of the streamed body (b"" at its end),
@@ -371,7 +377,10 @@ class ProviderCall:
     def _send(self) -> urllib3.BaseHTTPResponse:
         request = self.request
         if self._connector.protocol == "aws_sigv4":
-            request = sign_request(request, self._connector)  # per attempt: the signature is timestamped
+            # Per attempt: the signature is timestamped, and credentials may have been refreshed.
+            credentials = self._client.aws_credentials.for_connector(self._connector)
+            self._signing_secrets = tuple(value for value in (credentials.secret_key, credentials.token) if value)
+            request = sign_request(request, self._connector, credentials)
         return self._client.send(request, self._connector.client_config, stream=self._stream,
                                  allow_private=self._allow_private)
 
@@ -404,6 +413,8 @@ def error_from_response(status: int, body: bytes, url: str, secrets: Iterable[st
     reason = f"Error from remote service ({_host(url)}): status {status}"
     if message:
         reason += f": {message}"
+    if status == 529:  # Anthropic's "overloaded": a status no HTTP client knows
+        return UpstreamOverloaded(reason, upstream_status=status)
     error = UpstreamError(reason, upstream_status=status)
     if status == 429:
         # Passed on as whole seconds, whatever form the provider used (a date, a

@@ -27,7 +27,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                                  "retry")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "credentials", "auth", "cluster", "registry", "metrics")),
-    ("providers", ("upstream", "providers", "providers.*")),
+    ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),
     ("streaming core", ("streaming", "streaming.*")),
     ("predictor", ("predict",)),
     ("HTTP front", ("server", "server.*")),

@@ -6,12 +6,16 @@ from typing import Any, Mapping
 
 from ..connectors import Connector
 from ..errors import BadRequest
+from .anthropic import ANTHROPIC_MESSAGES
 from .base import Dialect, StreamDecoder
-from .bedrock import BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE
+from .bedrock import BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE, BEDROCK_CONVERSE_DEEPSEEK_R1
+from .gemini import GEMINI_GENERATE_CONTENT, is_generate_content
 from .openai import OPENAI_CHAT, OPENAI_COMPLETIONS
+from .sagemaker import SAGEMAKER_LMI, SAGEMAKER_TGI
 
 _DIALECTS: dict[str, Dialect] = {dialect.name: dialect for dialect in (
-    OPENAI_CHAT, OPENAI_COMPLETIONS, BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE)}
+    OPENAI_CHAT, OPENAI_COMPLETIONS, BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE, BEDROCK_CONVERSE_DEEPSEEK_R1,
+    ANTHROPIC_MESSAGES, GEMINI_GENERATE_CONTENT, SAGEMAKER_TGI, SAGEMAKER_LMI)}
 
 LLM_INTERFACE = "_llm_interface"
 
@@ -30,6 +34,10 @@ def dialect_for(parameters: Mapping[str, Any], connector: Connector) -> Dialect:
     url = connector.action("predict").url.split("?", 1)[0].rstrip("/")
     if connector.protocol == "aws_sigv4" and url.endswith("/converse"):
         return BEDROCK_CONVERSE
+    if is_generate_content(url):
+        return GEMINI_GENERATE_CONTENT
+    if url.endswith("/v1/messages"):
+        return ANTHROPIC_MESSAGES
     if url.endswith("/chat/completions"):
         return OPENAI_CHAT
     if url.endswith("/completions"):

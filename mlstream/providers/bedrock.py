@@ -1,11 +1,14 @@
 """Amazon Bedrock ConverseStream: the AWS event stream to Delta/Done/Failure.
 
-The frames are decoded by botocore's pure ``EventStreamBuffer`` (prelude, header
-and message CRCs, size limits); this module maps Converse's event types:
+The frames are decoded by ``eventstream.EventStreamDecoder`` (botocore's parser);
+this module maps Converse's event types:
 
     messageStart                      -
     contentBlockStart  (toolUse)      a tool call begins: id and name
     contentBlockDelta  text           Delta(text)
+                       reasoningContent.text
+                                      Reasoning(text): its own field of dataAsMap
+                                      (its signature and redacted parts are not relayed)
                        toolUse.input  a fragment of the tool call's JSON input
     contentBlockStop                  a finished tool call -> Delta({"toolUse": {...}})
     messageStop                       the stop reason
@@ -18,15 +21,14 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
-
-from botocore.eventstream import EventStreamBuffer, ParserError
+from typing import Any, Iterable, Mapping
 
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamTimeout
-from .events import Delta, Done, Failure, StreamItem
+from .common import ToolCall, count as _count, json_object as _object, text as _text
+from .events import Delta, Done, Failure, Reasoning, StreamItem
+from .eventstream import EventStreamDecoder, exception_of
 
 _CONVERSE_PATH = re.compile(r"/converse/?$")
 # The usage the stream's final event carries: Bedrock's own names, as the non-stream
@@ -64,70 +66,38 @@ class BedrockConverseDialect:
         return ConverseStreamDecoder()
 
 
+# One dialect for every Converse model: ml-commons' model-specific names are aliases.
 BEDROCK_CONVERSE = BedrockConverseDialect("bedrock/converse")
 BEDROCK_CONVERSE_CLAUDE = BedrockConverseDialect("bedrock/converse/claude")
+BEDROCK_CONVERSE_DEEPSEEK_R1 = BedrockConverseDialect("bedrock/converse/deepseek_r1")
 
 
-@dataclass(slots=True)
-class _ToolCall:
-    tool_use_id: str | None
-    name: str | None
-    fragments: list[str]
-
-
-class ConverseStreamDecoder:
+class ConverseStreamDecoder(EventStreamDecoder):
     def __init__(self) -> None:
-        self._buffer = EventStreamBuffer()
-        self._pending_bytes = 0  # fed but not yet part of a complete frame
+        super().__init__()
         self._stop_reason: str | None = None
-        self._tools: dict[int, _ToolCall] = {}
-        self._ended = False
+        self._tools: dict[int, ToolCall] = {}
 
-    def feed(self, data: bytes) -> list[StreamItem]:
-        if self._ended:
-            return []
-        self._buffer.add_data(data)
-        self._pending_bytes += len(data)
-        items: list[StreamItem] = []
-        try:
-            for message in self._buffer:
-                self._pending_bytes -= message.prelude.total_length
-                item = self._on_message(message.headers, message.payload)
-                if item is not None:
-                    items.append(item)
-                    if isinstance(item, (Done, Failure)):
-                        self._ended = True
-                        break
-        # botocore's parser checks CRCs and sizes (ParserError) but, past a valid CRC, can
-        # still trip on impossible lengths or header types (struct.error, KeyError, ...).
-        except (ParserError, struct.error, KeyError, IndexError, ValueError) as exc:
-            self._ended = True
-            items.append(Failure(UpstreamError(
-                f"the provider's event stream is corrupt ({type(exc).__name__})")))
-        return items
-
-    def finish(self) -> list[StreamItem]:
-        if self._ended:
-            return []
-        self._ended = True
-        if self._pending_bytes:
-            return [Failure(UpstreamError("the provider's event stream ended inside a frame"))]
+    def at_end(self) -> list[StreamItem]:
         if self._stop_reason is not None:  # messageStop came, metadata did not: still complete
             return [Done(self._stop_reason, None)]
         return [Failure(UpstreamError("the provider ended the stream before messageStop"))]
 
+    def on_message(self, headers: Mapping[str, Any], payload: bytes) -> Iterable[StreamItem]:
+        item = self._on_message(headers, payload)
+        return () if item is None else (item,)
+
     def _on_message(self, headers: Mapping[str, Any], payload: bytes) -> StreamItem | None:
-        message_type = headers.get(":message-type")
-        if message_type in ("exception", "error"):
-            kind = headers.get(":exception-type") or headers.get(":error-code") or "exception"
-            message = _text(_payload(payload).get("message")) or headers.get(":error-message") or kind
+        exception = exception_of(headers, payload)
+        if exception is not None:
+            kind, message = exception
             reason = f"Error from remote service: {kind}: {message}"
             status = _EXCEPTION_STATUS.get(kind, 502)
             if status == 504:
                 return Failure(UpstreamTimeout(reason))
             headers = {"Retry-After": "1"} if status == 429 else None
             return Failure(UpstreamError(reason, upstream_status=status, headers=headers))
-        if message_type != "event":
+        if headers.get(":message-type") != "event":
             return None
         event = headers.get(":event-type")
         body = _payload(payload)
@@ -138,6 +108,9 @@ class ConverseStreamDecoder:
             delta = _object(body.get("delta"))
             if isinstance(delta.get("text"), str) and delta["text"]:
                 return Delta(delta["text"])
+            reasoning = _text(_object(delta.get("reasoningContent")).get("text"))
+            if reasoning:
+                return Reasoning(reasoning)
             tool_input = _object(delta.get("toolUse")).get("input")
             call = self._tools.get(index)
             if call is not None and isinstance(tool_input, str):
@@ -146,7 +119,7 @@ class ConverseStreamDecoder:
         if event == "contentBlockStart":
             tool = _object(_object(body.get("start")).get("toolUse"))
             if tool:
-                self._tools[index] = _ToolCall(_text(tool.get("toolUseId")), _text(tool.get("name")), [])
+                self._tools[index] = ToolCall(_text(tool.get("toolUseId")), _text(tool.get("name")))
             return None
         if event == "contentBlockStop":
             call = self._tools.pop(index, None)
@@ -160,13 +133,11 @@ class ConverseStreamDecoder:
         return None  # messageStart and anything new
 
 
-def _tool_delta(call: _ToolCall) -> StreamItem:
-    text = "".join(call.fragments)
-    try:
-        tool_input = json.loads(text) if text.strip() else {}
-    except ValueError:
-        return Failure(UpstreamError(f"the provider's tool call {call.name} has an input that is not JSON"))
-    return Delta({"toolUse": {"toolUseId": call.tool_use_id, "name": call.name, "input": tool_input}})
+def _tool_delta(call: ToolCall) -> StreamItem:
+    tool_input = call.input()
+    if isinstance(tool_input, Failure):
+        return tool_input
+    return Delta({"toolUse": {"toolUseId": call.call_id, "name": call.name, "input": tool_input}})
 
 
 def _payload(payload: bytes) -> dict[str, Any]:
@@ -175,16 +146,3 @@ def _payload(payload: bytes) -> dict[str, Any]:
     except (ValueError, RecursionError):
         return {}
     return _object(value)
-
-
-# The provider's JSON is not trusted to have the documented types.
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

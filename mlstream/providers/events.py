@@ -31,6 +31,14 @@ class Delta:
 
 
 @dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A piece of the model's reasoning (Bedrock's ``reasoningContent``, Anthropic's
+    thinking, Gemini's thought parts): relayed in its own field, never as ``content``."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     """The provider's end marker arrived; the answer is complete."""
 
@@ -43,4 +51,4 @@ class Failure:
     error: MLStreamError
 
 
-StreamItem = Started | Delta | Done | Failure
+StreamItem = Started | Delta | Reasoning | Done | Failure

@@ -7,8 +7,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..connectors import Connector, UpstreamRequest
-from ..errors import BadRequest, UpstreamError
+from ..errors import UpstreamError
 from ..sse import SSEDecoder
+from .common import count as _count, json_object_body as _json_object_body
 from .events import Delta, Done, Failure, StreamItem
 
 _DONE_MARKER = "[DONE]"
@@ -96,21 +97,6 @@ class OpenAIStreamDecoder:
         else:
             text = choice.get("text")
         return Delta(text) if isinstance(text, str) and text else None
-
-
-def _json_object_body(request: UpstreamRequest) -> dict[str, Any]:
-    try:
-        body = json.loads(request.body or b"")
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        raise BadRequest("the connector's request_body must render to a JSON object to stream it")
-    return body
-
-
-def _count(value: Any) -> int | None:
-    """A token count, or None for anything the provider sent that is not one."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _error_message(error: Any) -> str:

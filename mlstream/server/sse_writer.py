@@ -18,7 +18,7 @@ import zlib
 from typing import Any, Callable
 
 from ..errors import ClientGone, MLStreamError
-from ..providers.events import Delta, Done, Failure, Started, StreamItem
+from ..providers.events import Delta, Done, Failure, Reasoning, Started, StreamItem
 from ..speedups import escape_json_string
 from ..sse import DATA_FIELD, EVENT_END, encode_comment, encode_data
 from ..streaming.channel import Channel
@@ -43,6 +43,13 @@ def content_event(content: Any) -> bytes:
     # backslashreplace: a lone surrogate can only sit in a JSON string, where it
     # writes exactly its JSON escape back (responses.utf8).
     return _CONTENT_HEAD + text.encode("utf-8", "backslashreplace") + _CONTENT_TAIL
+
+
+def reasoning_event(text: str) -> bytes:
+    """A piece of reasoning: ``content`` stays empty, so a client that only reads
+    ``content`` never mixes the model's thinking into its answer."""
+    return encode_data(json_bytes({"inference_results": [{"output": [{"name": "response", "dataAsMap": {
+        "content": "", "reasoning_content": text, "is_last": False}}]}]}))
 
 
 def last_event(finish_reason: str | None, usage: dict[str, int] | None) -> bytes:
@@ -153,6 +160,9 @@ class SSEWriter:
             while item is not None:
                 if type(item) is Delta:
                     batch.append(frame(content_event(item.content)))
+                    self.events += 1
+                elif type(item) is Reasoning:
+                    batch.append(frame(reasoning_event(item.text)))
                     self.events += 1
                 elif type(item) is Done:
                     batch.append(frame(last_event(item.finish_reason, item.usage)))

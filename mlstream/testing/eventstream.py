@@ -35,6 +35,7 @@ __all__ = [
     "encode_event",
     "encode_exception",
     "encode_message",
+    "encode_payload_part",
 ]
 
 HeaderValue = str | bytes | bool | int
@@ -93,6 +94,15 @@ def encode_event(event_type: str, payload: Mapping[str, Any]) -> bytes:
             ":message-type": "event",
         },
         _json_bytes(payload),
+    )
+
+
+def encode_payload_part(data: bytes) -> bytes:
+    """Return a SageMaker ``PayloadPart`` event frame: ``data`` as the raw payload (the
+    member is the event's payload, a blob, so no JSON around it)."""
+    return encode_message(
+        {":event-type": "PayloadPart", ":content-type": "application/octet-stream", ":message-type": "event"},
+        data,
     )
 
 

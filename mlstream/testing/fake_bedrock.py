@@ -144,6 +144,9 @@ class Scenario:
     ``tool_use``        ``{"name", "input", "tool_use_id"}``: after the text block a
                         tool-use block at contentBlockIndex 1, and ``stopReason:
                         "tool_use"``.
+    ``reasoning``       a text streamed first, one ``reasoningContent`` delta per word
+                        (then its signature) in a block of its own at contentBlockIndex 0;
+                        the text block and a tool block then move up one index.
 
     "After N deltas" is the position after ``messageStart`` and N text deltas (N is
     capped at the number of deltas); N = 0 is before ``messageStart``. At most one of
@@ -163,6 +166,7 @@ class Scenario:
     truncate_after: int | None = None
     bad_crc_after: int | None = None
     tool_use: Mapping[str, Any] | None = None
+    reasoning: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("chunks", "chunk_bytes", "exception_after", "cut_after", "truncate_after", "bad_crc_after"):
@@ -176,8 +180,10 @@ class Scenario:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-        if self.text is not None and not isinstance(self.text, str):
-            raise ValueError(f"text must be a string, got {self.text!r}")
+        for name in ("text", "reasoning"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, got {value!r}")
         if self.throttle not in (None, "http"):
             raise ValueError(f'throttle must be "http" or null, got {self.throttle!r}')
         if self.exception_type not in STREAM_EXCEPTION_TYPES:
@@ -398,16 +404,25 @@ def _build_plan(scenario: Scenario, input_tokens: int) -> _StreamPlan:
     fragments = _tool_input_fragments(tool) if tool is not None else []
     delay = scenario.delay_ms / 1000.0
     events: list[tuple[str, dict[str, Any]]] = [("messageStart", {"role": "assistant"})]
-    events += [("contentBlockDelta", {"delta": {"text": token}, "contentBlockIndex": 0}) for token in tokens]
-    events.append(("contentBlockStop", {"contentBlockIndex": 0}))
+    index = 0
+    if scenario.reasoning is not None:
+        events += [("contentBlockDelta", {"delta": {"reasoningContent": {"text": word}}, "contentBlockIndex": 0})
+                   for word in split_answer(None, scenario.reasoning, None)]
+        events.append(("contentBlockDelta", {"delta": {"reasoningContent": {"signature": "fake-signature"}},
+                                             "contentBlockIndex": 0}))
+        events.append(("contentBlockStop", {"contentBlockIndex": 0}))
+        index = 1
+    reasoning_frames = len(events) - 1
+    events += [("contentBlockDelta", {"delta": {"text": token}, "contentBlockIndex": index}) for token in tokens]
+    events.append(("contentBlockStop", {"contentBlockIndex": index}))
     if tool is not None:
         start = {"toolUse": {"toolUseId": tool["tool_use_id"], "name": tool["name"]}}
-        events.append(("contentBlockStart", {"start": start, "contentBlockIndex": 1}))
+        events.append(("contentBlockStart", {"start": start, "contentBlockIndex": index + 1}))
         events += [
-            ("contentBlockDelta", {"delta": {"toolUse": {"input": fragment}}, "contentBlockIndex": 1})
+            ("contentBlockDelta", {"delta": {"toolUse": {"input": fragment}}, "contentBlockIndex": index + 1})
             for fragment in fragments
         ]
-        events.append(("contentBlockStop", {"contentBlockIndex": 1}))
+        events.append(("contentBlockStop", {"contentBlockIndex": index + 1}))
     events.append(("messageStop", {"stopReason": "tool_use" if tool is not None else "end_turn"}))
     deltas = len(tokens) + len(fragments)
     metadata = {
@@ -426,7 +441,7 @@ def _build_plan(scenario: Scenario, input_tokens: int) -> _StreamPlan:
         seen_delta = seen_delta or is_delta
 
     def position(after: int) -> int:
-        return 0 if after == 0 else 1 + min(after, len(tokens))
+        return 0 if after == 0 else 1 + reasoning_frames + min(after, len(tokens))
 
     if scenario.bad_crc_after is not None:
         at = position(scenario.bad_crc_after)
@@ -646,6 +661,9 @@ class _Handler(FakeHandler):
             self._send_error(status, error_type, _STREAM_EXCEPTION_MESSAGES[scenario.exception_type])
             return
         content: list[dict[str, Any]] = [{"text": "".join(tokens)}]
+        if scenario.reasoning is not None:
+            content.insert(0, {"reasoningContent": {"reasoningText": {"text": scenario.reasoning,
+                                                                      "signature": "fake-signature"}}})
         output_tokens = len(tokens)
         tool = scenario.tool_use
         if tool is not None:

@@ -74,10 +74,8 @@ import json
 import logging
 import re
 import secrets
-import signal
 import string
 import sys
-import threading
 import time
 import urllib.parse
 import uuid
@@ -85,15 +83,8 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from mlstream.testing import embeddings
-from mlstream.testing.fake_server import (
-    LAST_CHUNK,
-    BadBody,
-    ClientGone,
-    FakeHandler,
-    FakeServer,
-    http_chunk,
-    json_or_none,
-)
+from mlstream.testing.fake_server import (LAST_CHUNK, BadBody, ClientGone, FakeHandler, FakeServer,
+                                          http_chunk, json_or_none, serve_until_signalled)
 from mlstream.testing.stats import CounterStats
 from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
 
@@ -731,15 +722,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--api-key", default=DEFAULT_API_KEY)
     args = parser.parse_args(argv)
-    done = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: done.set())
-    with FakeOpenAI(port=args.port, api_key=args.api_key) as fake:
-        sys.stdout.write(fake.url + "\n")
-        sys.stdout.flush()
-        done.wait()
-    return 0
-
+    return serve_until_signalled(FakeOpenAI(port=args.port, api_key=args.api_key))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -33,6 +33,7 @@ import json
 import logging
 import math
 import select
+import signal
 import socket
 import socketserver
 import sys
@@ -46,7 +47,7 @@ from mlstream.framing import ChunkedDecoder, body_framing
 from mlstream.testing.stats import CounterStats
 
 __all__ = ["LAST_CHUNK", "MAX_BODY_BYTES", "BadBody", "ClientGone", "FakeHandler", "FakeServer",
-           "http_chunk", "json_or_none"]
+           "http_chunk", "json_or_none", "serve_until_signalled"]
 
 logger = logging.getLogger(__name__)
 
@@ -365,3 +366,18 @@ class FakeServer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self.url!r})"
+
+
+def serve_until_signalled(fake: FakeServer) -> int:
+    """A fake's command line: serve in this process until SIGINT/SIGTERM.
+
+    Writes the URL as the first line of stdout, so a parent process can read the port.
+    """
+    done = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: done.set())
+    with fake:
+        sys.stdout.write(fake.url + "\n")
+        sys.stdout.flush()
+        done.wait()
+    return 0

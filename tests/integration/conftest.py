@@ -13,6 +13,7 @@ import urllib3
 
 from mlstream.server.app import Server
 from mlstream.settings import ServerSettings
+from mlstream.testing.fake_bedrock import FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
 
 # helpers.py holds plain helpers with asserts in them; rewrite those like a test module's.
@@ -31,6 +32,19 @@ SEED_MESSAGES = [
 def fake() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as provider:
         yield provider
+
+
+@pytest.fixture
+def bedrock() -> Iterator[FakeBedrock]:
+    """A fresh fake Bedrock runtime (SigV4 checked) per test."""
+    with FakeBedrock() as fake:
+        yield fake
+
+
+@pytest.fixture
+def token_bedrock() -> Iterator[FakeBedrock]:
+    with FakeBedrock(session_token="FwoGZXIvYXdzEFAKETOKEN") as fake:
+        yield fake
 
 
 @pytest.fixture

@@ -3,63 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock, Scenario, fake_tokens
 
 from .conftest import Client, raw_request
-
-MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
-# The ml-commons Bedrock Converse blueprint, verbatim but for the host (the fake on
-# loopback) and a pass-through for the fake's knobs; inferenceConfig shows that the
-# whole body reaches ConverseStream.
-REQUEST_BODY = ('{ "messages": [ { "role": "user", "content": [ { "text": "${parameters.inputs}" } ] } ], '
-                '"inferenceConfig": {"maxTokens": 512, "temperature": 0.2}, '
-                '"additionalModelRequestFields": {"fake": ${parameters.fake}} }')
-
-
-@pytest.fixture
-def bedrock() -> Iterator[FakeBedrock]:
-    with FakeBedrock() as fake:
-        yield fake
-
-
-def bedrock_connector(fake: FakeBedrock, **credential_overrides: Any) -> dict[str, Any]:
-    credential = {"access_key": fake.access_key, "secret_key": fake.secret_key}
-    if fake.session_token:
-        credential["session_token"] = fake.session_token
-    credential.update(credential_overrides)
-    return {
-        "name": "Amazon Bedrock Converse",
-        "description": "Connector for Amazon Bedrock Converse",
-        "version": 1,
-        "protocol": "aws_sigv4",
-        "credential": credential,
-        "parameters": {"region": fake.region, "service_name": "bedrock", "model": MODEL,
-                       "endpoint": fake.url.removeprefix("http://"), "fake": {}},
-        "actions": [{
-            "action_type": "predict",
-            "method": "POST",
-            "headers": {"content-type": "application/json"},
-            "url": "http://${parameters.endpoint}/model/${parameters.model}/converse",
-            "request_body": REQUEST_BODY,
-        }],
-    }
-
-
-def stream(client: Client, model_id: str, interface: str | None = "bedrock/converse/claude", **fake: Any):
-    parameters: dict[str, Any] = {"inputs": "Who is Hamlet?", "fake": fake}
-    if interface:
-        parameters["_llm_interface"] = interface
-    return raw_request(client.base_url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
-                       json.dumps({"parameters": parameters}).encode())
-
-
-def maps(response) -> list[dict[str, Any]]:
-    return [e["inference_results"][0]["output"][0]["dataAsMap"] for e in response.events()]
-
+from .helpers import bedrock_connector, maps
+from .helpers import bedrock_stream as stream
 
 def predict(client: Client, model_id: str, **fake: Any):
     """The non-stream route, read raw so the error body's exact bytes can be checked."""
@@ -125,12 +77,6 @@ def test_stream_text_usage_and_stop_reason(client, bedrock, interface):
     whole = client.ok("POST", f"/_plugins/_ml/models/{model_id}/_predict",
                       {"parameters": {"inputs": "Who is Hamlet?", "fake": {}}})
     assert whole["inference_results"][0]["output"][0]["dataAsMap"]["usage"] == last["usage"]
-
-
-@pytest.fixture
-def token_bedrock() -> Iterator[FakeBedrock]:
-    with FakeBedrock(session_token="FwoGZXIvYXdzEFAKETOKEN") as fake:
-        yield fake
 
 
 def test_session_token_goes_in_x_amz_security_token(client, token_bedrock):
@@ -218,3 +164,62 @@ def test_tool_use_is_assembled_into_one_event(client, bedrock):
     assert events[-1]["is_last"] and events[-1]["finish_reason"] == "tool_use"
     assert "".join(e["content"] for e in events if isinstance(e["content"], str)) == \
         "".join(fake_tokens(Scenario(chunks=3)))
+
+
+# --- bedrock/converse for any Converse model ------------------------------------------------
+
+PROFILE_ARN = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.deepseek.r1-v1:0"
+# Converse fields beyond messages and inferenceConfig, as a user would write them; the
+# fake's knobs still ride in additionalModelRequestFields.
+GENERIC_BODY = ('{ "messages": [ { "role": "user", "content": [ { "text": "${parameters.inputs}" } ] } ], '
+                '"system": [{"text": "Be brief."}], '
+                '"guardrailConfig": {"guardrailIdentifier": "gr-1", "guardrailVersion": "1", "trace": "enabled"}, '
+                '"performanceConfig": {"latency": "optimized"}, '
+                '"additionalModelRequestFields": {"top_k": 5, "fake": ${parameters.fake}} }')
+
+
+@pytest.mark.parametrize("model, wire_id", [
+    ("us.deepseek.r1-v1:0", "us.deepseek.r1-v1%3A0"),
+    (PROFILE_ARN, "arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.deepseek.r1-v1%3A0"),
+    (PROFILE_ARN.replace("/", "%2F"),
+     "arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.deepseek.r1-v1%3A0"),
+], ids=["profile-id", "arn", "arn-pre-encoded"])
+def test_generic_converse_any_model_reasoning_in_its_own_field(client, bedrock, model, wire_id):
+    connector = bedrock_connector(bedrock)
+    connector["parameters"]["model"] = model
+    connector["actions"][0]["request_body"] = GENERIC_BODY
+    model_id = client.model_for(connector)
+    reasoning = "The user asks about a play; answer briefly."
+    response = stream(client, model_id, "bedrock/converse", reasoning=reasoning, chunks=3)
+    assert response.status == 200 and response.complete
+    events = maps(response)
+    thinking = [e for e in events if "reasoning_content" in e]
+    assert "".join(e["reasoning_content"] for e in thinking) == reasoning
+    assert all(e == {"content": "", "reasoning_content": e["reasoning_content"], "is_last": False} for e in thinking)
+    # the answer's content holds the text only, never the reasoning
+    assert "".join(e["content"] for e in events) == "".join(fake_tokens(Scenario(chunks=3)))
+    assert events[-1]["is_last"] and events[-1]["finish_reason"] == "end_turn"
+    assert events[-1]["usage"]["outputTokens"] > 0
+    sent = bedrock.stats.requests[-1]
+    assert sent.path == f"/model/{wire_id}/converse-stream" and sent.model_id == model.replace("%2F", "/")
+    assert bedrock.stats.signature_failures == 0
+    # the whole Converse body went through
+    assert sent.body["guardrailConfig"] == {"guardrailIdentifier": "gr-1", "guardrailVersion": "1", "trace": "enabled"}
+    assert sent.body["performanceConfig"] == {"latency": "optimized"}
+    assert sent.body["system"] == [{"text": "Be brief."}]
+    assert sent.body["additionalModelRequestFields"]["top_k"] == 5
+    # non-stream: the same route, the Converse JSON with its reasoning block
+    whole = predict(client, model_id, reasoning=reasoning)
+    assert whole.status == 200
+    content = json.loads(whole.body)["inference_results"][0]["output"][0]["dataAsMap"]["output"]["message"]["content"]
+    assert content[0]["reasoningContent"]["reasoningText"]["text"] == reasoning
+    assert bedrock.stats.requests[-1].path == f"/model/{wire_id}/converse"
+    assert bedrock.stats.signature_failures == 0
+
+
+def test_deepseek_r1_name_is_the_generic_dialect(client, bedrock):
+    model_id = client.model_for(bedrock_connector(bedrock))
+    response = stream(client, model_id, "bedrock/converse/deepseek_r1", reasoning="Hmm.")
+    events = maps(response)
+    assert [e["reasoning_content"] for e in events if "reasoning_content" in e] == ["Hmm."]
+    assert "".join(e["content"] for e in events) == DEFAULT_TEXT

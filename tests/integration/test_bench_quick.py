@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = ("relay_throughput", "added_latency", "slow_streams", "backpressure", "cancellation", "admission",
-             "churn", "embedding_predict")
+             "churn", "embedding_predict", "provider_relay")
 
 
 @pytest.mark.slow
@@ -33,6 +33,11 @@ def test_bench_quick_runs_every_scenario_and_writes_its_json(tmp_path: Path) -> 
     relay = results["scenarios"]["relay_throughput"]["concurrency"]["16"]
     assert relay["direct"]["chunks_per_s"] > 0 and relay["mlstream"]["chunks_per_s"] > 0
     assert relay["mlstream"]["streams_ok"] == relay["mlstream"]["streams_total"] > 0
+    providers = results["scenarios"]["provider_relay"]["providers"]
+    assert set(providers) == {"anthropic", "gemini", "sagemaker-tgi", "sagemaker-lmi"}
+    for level in providers.values():
+        assert level["direct"]["chunks_per_s"] > 0 and level["mlstream"]["chunks_per_s"] > 0
+        assert level["mlstream"]["streams_ok"] == level["mlstream"]["streams_total"] > 0
     assert results["scenarios"]["backpressure"]["mlstream"]["resumed_whole"] is True
     assert results["scenarios"]["admission"]["mlstream"]["refused_429"] > 0
     embeddings = results["scenarios"]["embedding_predict"]

@@ -30,6 +30,8 @@ from urllib3.exceptions import ProtocolError
 from mlstream.testing import fake_openai
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock, Scenario, fake_tokens
 
+from .helpers import isolate_aws_environment
+
 MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
 MESSAGES = [{"role": "user", "content": [{"text": "Tell me about Hamlet in one paragraph"}]}]
 TIMEOUT = 5.0  # hang guard for every socket and wait; no test should come near it
@@ -38,26 +40,7 @@ TIMEOUT = 5.0  # hang guard for every socket and wait; no test should come near 
 @pytest.fixture(autouse=True)
 def _isolated_aws_environment(monkeypatch, tmp_path):
     """boto3 must see only the credentials and endpoint each test passes."""
-    for name in (
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_BEARER_TOKEN_BEDROCK",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    isolate_aws_environment(monkeypatch, tmp_path)
 
 
 @pytest.fixture
@@ -576,3 +559,16 @@ def test_fake_tokens_join_to_the_answer(bedrock, scenario):
         modelId=MODEL_ID, messages=MESSAGES, additionalModelRequestFields={"fake": scenario}
     )
     assert response["output"]["message"]["content"][0]["text"] == "".join(tokens)
+
+
+def test_reasoning_deltas_parse_as_reasoning_content(bedrock):
+    events = stream_events(make_client(bedrock), reasoning="Think first.", chunks=2)
+    deltas = [e["contentBlockDelta"] for e in events if "contentBlockDelta" in e]
+    assert [d["delta"]["reasoningContent"] for d in deltas[:3]] == [
+        {"text": "Think"}, {"text": " first."}, {"signature": "fake-signature"}]
+    assert all(d["contentBlockIndex"] == 0 for d in deltas[:3])
+    assert [d["delta"]["text"] for d in deltas[3:]] == fake_tokens(Scenario(chunks=2))
+    assert all(d["contentBlockIndex"] == 1 for d in deltas[3:])
+    whole = make_client(bedrock).converse(modelId=MODEL_ID, messages=MESSAGES,
+                                          additionalModelRequestFields={"fake": {"reasoning": "Think first."}})
+    assert whole["output"]["message"]["content"][0]["reasoningContent"]["reasoningText"]["text"] == "Think first."

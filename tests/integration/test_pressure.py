@@ -21,30 +21,16 @@ import pytest
 
 from mlstream.server import sse_writer
 from mlstream.server.sse_writer import MAX_BATCH_EVENTS
-from mlstream.streaming.channel import Channel
 from mlstream.streaming.reader import READ_SIZE
 from mlstream.testing.fake_openai import Scenario, fake_tokens
 
 from .conftest import (HANG_GUARD, LOOPBACK_TRUST, Client, open_stream, openai_connector, raw_request, read_response,
                        stream_body)
-from .helpers import MLSTREAM
+from .helpers import MLSTREAM, held_in_channel, poll_until, post_stream, stream_channel
 
 # How long a client reads nothing in the backpressure test: the provider has to be
 # stuck for this long, not merely slowed.
 IDLE_WINDOW = 1.5
-
-
-def post_stream(url: str, model_id: str, body: dict | None = None, rcvbuf: int | None = None) -> socket.socket:
-    host, port = url.removeprefix("http://").split(":")
-    sock = socket.socket()
-    if rcvbuf:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.settimeout(HANG_GUARD)
-    sock.connect((host, int(port)))
-    payload = json.dumps(body or stream_body()).encode()
-    sock.sendall(f"POST /_plugins/_ml/models/{model_id}/_predict/stream HTTP/1.1\r\nHost: x\r\n"
-                 f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload)
-    return sock
 
 
 def dataasmap(event: dict) -> dict:
@@ -61,31 +47,6 @@ def dataasmap(event: dict) -> dict:
 # The socket buffers are the kernel's and can be tens of MB on a big host (a check
 # against them passes even with a channel 1000x too large), so the test measures
 # them (/proc/net/tcp) and subtracts them, and looks at the channel itself.
-
-def stream_channel(server) -> Channel:
-    """The one open stream's channel (registered before its reader starts, so there once
-    the pool counts it running). White-box: InFlight only exposes a count."""
-    assert server.app.pool.wait_until(lambda pool: pool.active == 1, HANG_GUARD)
-    channels = list(server.app.in_flight._channels)
-    assert len(channels) == 1, channels
-    return channels[0]
-
-
-def held_in_channel(channel: Channel) -> int:
-    """Items put by the reader and not yet taken by the writer (white-box)."""
-    return channel._items.qsize()
-
-
-def poll_until(predicate, timeout: float, interval: float = 0.01) -> bool:
-    """For state nothing signals (a queue's length, the kernel's socket queues): check
-    every ``interval`` until true or ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
-    return True
-
 
 def tcp_queues() -> dict[tuple[int, int], tuple[int, int]]:
     """(local port, remote port) -> (bytes in the send queue, bytes in the receive queue),

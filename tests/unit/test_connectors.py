@@ -14,6 +14,7 @@ import pytest
 
 from mlstream.connectors import clean_nova_request, inject_structured_output, parse_connector, render_request
 from mlstream.errors import BadRequest
+from mlstream.aws_credentials import AwsCredentials
 from mlstream.signing import sign_request
 
 
@@ -150,7 +151,7 @@ def test_aws_region_and_service_may_come_from_the_credential() -> None:
     assert (parsed.aws_setting("region"), parsed.aws_setting("service_name")) == ("eu-west-1", "bedrock")
     both = parse_connector(raw | {"parameters": {"model": "m", "region": "us-east-1"}})
     assert both.aws_setting("region") == "us-east-1"
-    signed = sign_request(render_request(parsed, {"model": "m"}), parsed)
+    signed = sign_request(render_request(parsed, {"model": "m"}), parsed, AwsCredentials().for_connector(parsed))
     assert "/eu-west-1/bedrock/aws4_request" in signed.headers["Authorization"]
     del raw["credential"]["region"]
     with pytest.raises(BadRequest, match=r"\[parameters.region\] \(or \[credential.region\]\) is required"):

@@ -1,0 +1,129 @@
+"""AWS credentials for ``aws_sigv4`` connectors, from botocore's own code only.
+
+    credential has access_key + secret_key   those keys (and session_token), as given
+    credential has neither                   botocore's default chain, resolved once: the
+                                             environment, the shared config and credentials
+                                             files (AWS_PROFILE), a web identity token file
+                                             (Kubernetes IRSA), container and instance
+                                             metadata; refreshed by botocore before expiry
+    credential has roleArn (or role_arn)     that role, assumed through STS with the
+                                             credentials above as the source
+                                             (botocore's AssumeRoleCredentialFetcher),
+                                             refreshed by botocore before expiry
+
+These lookups are the server's own (the metadata service, STS, the files), not a
+connector's endpoint: the endpoint guard does not apply to them. STS is reached at
+its regional endpoint for the connector's region, or where botocore's configuration
+points (``AWS_ENDPOINT_URL_STS``, ``endpoint_url`` in the profile).
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+from typing import Any
+
+from .connectors import Connector
+from .errors import UpstreamError
+
+ROLE_KEYS = ("roleArn", "role_arn")
+EXTERNAL_ID_KEYS = ("externalId", "external_id")
+ROLE_SESSION_NAME = "mlstream"
+# The STS client's own limits: a credential lookup must not outlast a provider call.
+STS_TIMEOUT_SECONDS = 10
+
+
+def role_arn(credential: dict[str, str] | Any) -> str | None:
+    return next((credential[key] for key in ROLE_KEYS if credential.get(key)), None)
+
+
+class AwsCredentials:
+    """The credentials to sign one connector's calls with; one per server."""
+
+    def __init__(self) -> None:
+        # Guards the cached chain and roles (dict work only): resolving and refreshing
+        # happen outside it, under botocore's own locks.
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._chain: Any = None
+        self._roles: dict[tuple[str, ...], Any] = {}
+
+    def for_connector(self, connector: Connector) -> Any:
+        """Frozen credentials (access key, secret key, token) valid now; raises
+        UpstreamError when there are none or STS refuses."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return self._credentials(connector).get_frozen_credentials()
+        except ClientError as exc:  # STS answered with an error
+            error = exc.response.get("Error", {})
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            raise UpstreamError(f"Error from remote service: STS AssumeRole failed: {error.get('Code')}: "
+                                f"{error.get('Message')}", upstream_status=status) from None
+        except BotoCoreError as exc:
+            raise UpstreamError(f"could not get AWS credentials: {exc}", kind="connection") from None
+
+    def _credentials(self, connector: Connector) -> Any:
+        from botocore.credentials import Credentials
+
+        credential = connector.credential
+        if credential.get("access_key"):
+            source = Credentials(credential["access_key"], credential["secret_key"],
+                                 credential.get("session_token") or None)
+        else:
+            source = self._default_chain()
+        role = role_arn(credential)
+        if role is None:
+            return source
+        external_id = next((credential[key] for key in EXTERNAL_ID_KEYS if credential.get(key)), "")
+        region = str(connector.parameters.get("region") or "")
+        key = (role, external_id, region, *((source.access_key, source.secret_key) if credential.get("access_key")
+                                            else ("chain",)))
+        with self._lock:
+            assumed = self._roles.get(key)
+        if assumed is None:
+            assumed = self._assume(source, role, external_id, region)
+            with self._lock:
+                assumed = self._roles.setdefault(key, assumed)
+        return assumed
+
+    def _default_chain(self) -> Any:
+        with self._lock:
+            chain = self._chain
+        if chain is not None:
+            return chain
+        chain = self._botocore_session().get_credentials()
+        if chain is None:
+            raise UpstreamError("no AWS credentials: the connector has no access_key and botocore's chain "
+                                "(environment, config files, web identity, container or instance role) "
+                                "found none", kind="connection")
+        with self._lock:
+            self._chain = self._chain or chain
+            return self._chain
+
+    def _assume(self, source: Any, role: str, external_id: str, region: str) -> Any:
+        from botocore.config import Config
+        from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
+
+        extra = {"RoleSessionName": ROLE_SESSION_NAME}
+        if external_id:
+            extra["ExternalId"] = external_id
+        config = Config(connect_timeout=STS_TIMEOUT_SECONDS, read_timeout=STS_TIMEOUT_SECONDS,
+                        retries={"total_max_attempts": 2})
+        client_creator = partial(self._botocore_session().create_client, region_name=region or None, config=config)
+        fetcher = AssumeRoleCredentialFetcher(client_creator, source, role, extra_args=extra)
+        return DeferredRefreshableCredentials(refresh_using=fetcher.fetch_credentials, method="assume-role")
+
+    def _botocore_session(self) -> Any:
+        # Imported on first use, as signing is: botocore's session costs memory a server
+        # with only static keys or no AWS connector never needs.
+        import botocore.session
+
+        with self._lock:
+            session = self._session
+        if session is None:
+            session = botocore.session.Session()
+            with self._lock:
+                self._session = self._session or session
+                session = self._session
+        return session

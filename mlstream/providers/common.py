@@ -1,0 +1,162 @@
+"""What the decoders share: the provider's JSON taken defensively, SSE events whose
+data is a JSON object, and tool calls assembled from their streamed fragments.
+
+Pure: no I/O. A provider's JSON is not trusted to have the documented types, so
+every read goes through ``json_object`` / ``text`` / ``count``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..connectors import UpstreamRequest
+from ..errors import BadRequest, ProtocolError, UpstreamError
+from ..sse import SSEDecoder
+from .events import Done, Failure, StreamItem
+
+
+def json_object_body(request: UpstreamRequest) -> dict[str, Any]:
+    """The rendered request body as a JSON object (a streaming dialect edits it)."""
+    try:
+        body = json.loads(request.body or b"")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise BadRequest("the connector's request_body must render to a JSON object to stream it")
+    return body
+
+
+def encode_body(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def count(value: Any) -> int | None:
+    """A token count, or None for anything the provider sent that is not one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def counts(usage: Mapping[str, Any], names: Iterable[str]) -> dict[str, int | None]:
+    """``names`` of a provider's usage object, each a count or None."""
+    return {name: count(usage.get(name)) for name in names}
+
+
+def parse_json(data: str | bytes) -> Any:
+    """JSON text as a value, or None when it is not JSON."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A tool call being streamed: its id and name first, its JSON input in fragments."""
+
+    call_id: str | None
+    name: str | None
+    fragments: list[str] = field(default_factory=list)
+
+    def input(self) -> dict[str, Any] | Failure:
+        """The whole input, or a Failure when the fragments do not make a JSON object."""
+        joined = "".join(self.fragments)
+        value = parse_json(joined) if joined.strip() else {}
+        if not isinstance(value, dict):
+            return Failure(UpstreamError(f"the provider's tool call {self.name} has an input that is not "
+                                         "a JSON object"))
+        return value
+
+
+class JsonEventDecoder:
+    """SSE events whose data is a JSON object, each mapped to items by ``on_object``.
+
+    Subclasses implement ``on_object(event_name, value)`` and ``at_end()`` (what the
+    end of the body means: Done if the answer was complete, else a Failure). After a
+    Done or Failure nothing more is decoded.
+    """
+
+    sse_decoder: type[SSEDecoder] = SSEDecoder
+
+    def __init__(self) -> None:
+        self._sse = self.sse_decoder()
+        self._ended = False
+
+    def feed(self, data: bytes) -> list[StreamItem]:
+        if self._ended:
+            return []
+        items: list[StreamItem] = []
+        for name, payload in self._events(data):
+            for item in self._on_event(name, payload):
+                items.append(item)
+                if isinstance(item, (Done, Failure)):
+                    self._ended = True
+                    return items
+        return items
+
+    def finish(self) -> list[StreamItem]:
+        if self._ended:
+            return []
+        self._ended = True
+        return [self.at_end()]
+
+    def _events(self, data: bytes) -> Iterable[tuple[str, str | bytes]]:
+        """The (event name, JSON text) of every event ``data`` completes."""
+        return [(event.event, event.data) for event in self._sse.feed(data)]
+
+    def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
+        try:
+            value = json.loads(payload)
+        except (ValueError, RecursionError):
+            return [Failure(UpstreamError("the provider sent a stream event that is not JSON"))]
+        if not isinstance(value, dict):
+            return [Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))]
+        return self.on_object(name, value)
+
+    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+        raise NotImplementedError
+
+    def at_end(self) -> StreamItem:
+        raise NotImplementedError
+
+
+# A JSON line longer than this is a broken or hostile stream, not a token.
+MAX_JSON_LINE_BYTES = 1024 * 1024
+
+
+class JsonLinesDecoder(JsonEventDecoder):
+    """Newline-delimited JSON objects (``application/jsonlines``), each mapped by
+    ``on_object("", value)``; blank lines are skipped."""
+
+    max_line_bytes = MAX_JSON_LINE_BYTES
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._partial: list[bytes] = []  # the pieces of the unterminated line (joined once, at its end)
+        self._partial_bytes = 0
+
+    def _events(self, data: bytes) -> Iterable[tuple[str, str | bytes]]:
+        *lines, rest = data.split(b"\n")
+        if lines:
+            lines[0] = b"".join([*self._partial, lines[0]])
+            self._partial, self._partial_bytes = [], 0
+        if rest:
+            self._partial.append(rest)
+            self._partial_bytes += len(rest)
+        if self._partial_bytes > self.max_line_bytes or any(len(line) > self.max_line_bytes for line in lines):
+            raise ProtocolError(f"a JSON line longer than {self.max_line_bytes} bytes")
+        return [("", line) for line in lines if line.strip()]
+
+    def finish(self) -> list[StreamItem]:
+        if self._ended or not b"".join(self._partial).strip():
+            return super().finish()
+        items = self.feed(b"\n")  # the last line needs no newline
+        return items if self._ended else items + super().finish()
