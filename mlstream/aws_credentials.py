@@ -20,6 +20,7 @@ points (``AWS_ENDPOINT_URL_STS``, ``endpoint_url`` in the profile).
 from __future__ import annotations
 
 import threading
+import time
 from functools import partial
 from typing import Any
 
@@ -31,6 +32,17 @@ EXTERNAL_ID_KEYS = ("externalId", "external_id")
 ROLE_SESSION_NAME = "mlstream"
 # The STS client's own limits: a credential lookup must not outlast a provider call.
 STS_TIMEOUT_SECONDS = 10
+# A chain that found nothing is not asked again for this long: on a host with no AWS
+# setup its last step (the instance metadata service) costs a connect timeout, which
+# every call would otherwise wait for before its 502. Credentials put in place later
+# (a mounted token, a profile) are found once it has passed.
+NO_CREDENTIALS_RECHECK_SECONDS = 30.0
+
+
+def _no_credentials() -> UpstreamError:
+    return UpstreamError("no AWS credentials: the connector has no access_key and botocore's chain "
+                         "(environment, config files, web identity, container or instance role) found none",
+                         kind="connection")
 
 
 def role_arn(credential: dict[str, str] | Any) -> str | None:
@@ -46,6 +58,7 @@ class AwsCredentials:
         self._lock = threading.Lock()
         self._session: Any = None
         self._chain: Any = None
+        self._chain_missing_since: float | None = None  # when the chain last found nothing
         self._roles: dict[tuple[str, ...], Any] = {}
 
     def for_connector(self, connector: Connector) -> Any:
@@ -89,17 +102,21 @@ class AwsCredentials:
 
     def _default_chain(self) -> Any:
         with self._lock:
-            chain = self._chain
+            chain, missing_since = self._chain, self._chain_missing_since
         if chain is not None:
             return chain
-        chain = self._botocore_session().get_credentials()
-        if chain is None:
-            raise UpstreamError("no AWS credentials: the connector has no access_key and botocore's chain "
-                                "(environment, config files, web identity, container or instance role) "
-                                "found none", kind="connection")
+        if missing_since is not None and time.monotonic() - missing_since < NO_CREDENTIALS_RECHECK_SECONDS:
+            raise _no_credentials()
+        found = self._botocore_session().get_credentials()
         with self._lock:
-            self._chain = self._chain or chain
-            return self._chain
+            if found is None:
+                self._chain_missing_since = time.monotonic()
+            else:
+                self._chain = self._chain or found
+            chain = self._chain
+        if chain is None:
+            raise _no_credentials()
+        return chain
 
     def _assume(self, source: Any, role: str, external_id: str, region: str) -> Any:
         from botocore.config import Config

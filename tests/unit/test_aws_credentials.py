@@ -1,0 +1,51 @@
+"""The credential chain's answer is kept: found credentials for good (botocore refreshes
+them), none found for NO_CREDENTIALS_RECHECK_SECONDS, so a host without AWS setup does not
+wait for the metadata service's timeout on every call."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.credentials import Credentials
+
+from mlstream import aws_credentials
+from mlstream.aws_credentials import NO_CREDENTIALS_RECHECK_SECONDS, AwsCredentials
+from mlstream.connectors import parse_connector
+from mlstream.errors import UpstreamError
+
+CONNECTOR = parse_connector({
+    "name": "keyless", "protocol": "aws_sigv4", "credential": {},
+    "parameters": {"region": "us-east-1", "service_name": "bedrock"},
+    "actions": [{"action_type": "predict", "method": "POST",
+                 "url": "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse",
+                 "request_body": "{}"}],
+})
+
+
+class CountingSession:
+    """botocore's session as the chain lookup uses it: ``get_credentials`` counted."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+        self.found: Credentials | None = None
+
+    def get_credentials(self) -> Credentials | None:
+        self.lookups += 1
+        return self.found
+
+
+def test_no_credentials_is_remembered_for_a_while_then_looked_up_again(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(aws_credentials.time, "monotonic", lambda: now[0])
+    credentials = AwsCredentials()
+    session = CountingSession()
+    credentials._session = session
+    for _ in range(3):
+        with pytest.raises(UpstreamError, match="no AWS credentials"):
+            credentials.for_connector(CONNECTOR)
+    assert session.lookups == 1
+    session.found = Credentials("AKIDLATER", "later-secret")
+    now[0] += NO_CREDENTIALS_RECHECK_SECONDS
+    assert credentials.for_connector(CONNECTOR).access_key == "AKIDLATER"
+    now[0] += 10 * NO_CREDENTIALS_RECHECK_SECONDS
+    assert credentials.for_connector(CONNECTOR).access_key == "AKIDLATER"
+    assert session.lookups == 2  # found credentials are kept: botocore refreshes them itself
