@@ -37,10 +37,16 @@ from typing import Any
 from .errors import (BadRequest, HeadersTooLarge, NotImplementedCoding, PayloadTooLarge, TrailersTooLarge,
                      UnsupportedMediaType, VersionNotSupported)
 
+# Content codings undone on one request body: each may inflate up to the body limit, so
+# a long list ("gzip, gzip, ...") would multiply the work; clients send one.
+MAX_CONTENT_CODINGS = 2
 # A request head is bounded as http.client bounds one (_MAXLINE, _MAXHEADERS): a longer
 # line or more lines is a 431. The same bounds hold for a provider's answer head.
 MAX_HEAD_LINE = 65536
 MAX_HEAD_LINES = 100
+# ... and the whole head, folded lines included, is bounded far below what 100 lines of
+# 64 KiB would allow: real heads are a few kilobytes (OpenSearch's default is 16 KiB).
+MAX_HEAD_BYTES = 256 * 1024
 # Chunk-size lines and trailer lines are short; a longer line is a broken or hostile client.
 MAX_CHUNK_LINE = 4096
 # Trailers come after the header deadline is disarmed, so they are bounded like a head:
@@ -119,27 +125,35 @@ class HeadLines:
 
     ``give`` returns True once the head is complete: its empty line, or the end of
     the input. Bounds: ``MAX_HEAD_LINE`` bytes a line (read ``MAX_HEAD_LINE + 1`` to
-    notice a longer one), ``MAX_HEAD_LINES`` lines, else HeadersTooLarge. A line that
-    is not ``token ":" value``, or a value with a NUL, CR or LF, is a BadRequest (RFC 9110
-    §5.5); a folded line (obsolete, RFC 9112 §5.2) continues the value before it. Values are stripped of
-    surrounding whitespace and read as Latin-1, as http.client does.
+    notice a longer one), ``MAX_HEAD_LINES`` lines and ``MAX_HEAD_BYTES`` in all (folded
+    lines count), else HeadersTooLarge. A line that is not ``token ":" value``, or a
+    value with a NUL, CR or LF, is a BadRequest (RFC 9110 §5.5) that names the field or
+    the line's number, never its text (it may be a credential). A folded line (obsolete,
+    RFC 9112 §5.2) continues the value before it. Values are stripped of surrounding
+    whitespace and read as Latin-1, as http.client does.
 
     This replaces the stdlib's head parser (``http.client.parse_headers``), which
     goes through the email package: a tenth of a millisecond on every request.
     """
 
-    __slots__ = ("_fields",)
+    __slots__ = ("_fields", "_lines", "_bytes")
 
     def __init__(self) -> None:
         self._fields: list[tuple[str, str]] = []
+        self._lines = 0
+        self._bytes = 0
 
     def give(self, line: bytes) -> bool:
         if line in _END_OF_HEAD:
             return True
         if len(line) > MAX_HEAD_LINE:
             raise HeadersTooLarge("Line too long: a header line is longer than 65536 bytes")
-        if len(self._fields) >= MAX_HEAD_LINES:
-            raise HeadersTooLarge(f"Too many headers: more than {MAX_HEAD_LINES}")
+        self._lines += 1
+        self._bytes += len(line)
+        if self._lines > MAX_HEAD_LINES:
+            raise HeadersTooLarge(f"Too many headers: more than {MAX_HEAD_LINES} lines")
+        if self._bytes > MAX_HEAD_BYTES:
+            raise HeadersTooLarge(f"Headers too large: more than {MAX_HEAD_BYTES} bytes")
         folded = line[:1] in (b" ", b"\t")
         if folded and self._fields:  # obsolete line folding: one SP instead (RFC 9112 §5.2)
             name, value = self._fields.pop()
@@ -147,7 +161,7 @@ class HeadLines:
             return False
         name_bytes, colon, raw = line.partition(b":")
         if folded or not colon or not _TOKEN.fullmatch(name_bytes):
-            raise BadRequest(f"Bad header line ({_shown(line)})")
+            raise BadRequest(f"Bad header line {self._lines}: not a 'name: value' field")
         name = name_bytes.decode("ascii")
         self._fields.append((name, _value(raw, name)))
         return False
@@ -344,6 +358,9 @@ def decode_content(raw: bytes, content_encoding: str, limit: int) -> bytes:
     undone last first), never more than ``limit`` bytes: a decompression bomb is refused
     as soon as its output passes the limit, before it can take the memory."""
     codings = [coding.strip().lower() for coding in content_encoding.split(",") if coding.strip()]
+    if len([coding for coding in codings if coding != "identity"]) > MAX_CONTENT_CODINGS:
+        raise UnsupportedMediaType(f"Content-Encoding [{content_encoding[:100]}] stacks more than "
+                                   f"{MAX_CONTENT_CODINGS} codings")
     for coding in reversed(codings):
         if coding == "identity":
             continue

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from mlstream.errors import (BadRequest, HeadersTooLarge, MLStreamError, NotImplementedCoding, PayloadTooLarge,
                              TrailersTooLarge, UnsupportedMediaType, VersionNotSupported)
-from mlstream.framing import (MAX_HEAD_LINE, MAX_HEAD_LINES, MAX_JSON_DEPTH, MAX_TRAILER_LINES, ChunkedDecoder,
+from mlstream.framing import (MAX_HEAD_BYTES, MAX_HEAD_LINE, MAX_HEAD_LINES, MAX_JSON_DEPTH, MAX_TRAILER_LINES, ChunkedDecoder,
                               Framing, HeadLines, RequestLine, body_framing, check_content_type, chunked_ok,
                               declares_body, parse_json_body, parse_request_line, request_id)
 
@@ -249,6 +249,28 @@ def test_a_folded_line_continues_the_value_before_it():
 def test_head_lines_refused(line, error):
     with pytest.raises(error):
         HeadLines().give(line)
+
+
+def test_a_refused_line_is_named_by_its_number_never_echoed():
+    head = HeadLines()
+    head.give(b"Host: a\r\n")
+    with pytest.raises(BadRequest) as refused:
+        head.give(b"Authorization : Bearer sk-secret\r\n")
+    assert "line 2" in str(refused.value) and "sk-secret" not in str(refused.value)
+
+
+def test_folded_lines_count_as_lines_and_bytes():
+    head = HeadLines()
+    head.give(b"X-A: v\r\n")
+    for _ in range(MAX_HEAD_LINES - 1):
+        assert not head.give(b" more\r\n")
+    with pytest.raises(HeadersTooLarge):
+        head.give(b" one too many\r\n")
+    head = HeadLines()
+    head.give(b"X-A: v\r\n")
+    with pytest.raises(HeadersTooLarge):
+        for _ in range(MAX_HEAD_LINES):
+            head.give(b" " + b"a" * (MAX_HEAD_BYTES // 8) + b"\r\n")
 
 
 def test_more_than_the_most_head_lines_is_too_large():
