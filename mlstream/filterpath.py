@@ -17,7 +17,6 @@ An object emptied by exclusions stays, empty.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,21 +69,22 @@ def parse_filter_path(expression: str) -> FilterPath:
 
 
 def _segment_matches(segment: str, key: str) -> bool:
+    """``*`` matches any run of characters (OpenSearch's Glob.globMatch); by ordered
+    substring search, linear in the key: a regex of many ``.*`` would backtrack for
+    seconds on a crafted segment."""
     if "*" not in segment:
         return segment == key
-    return _wildcard(segment).fullmatch(key) is not None
-
-
-_WILDCARDS: dict[str, re.Pattern[str]] = {}
-
-
-def _wildcard(segment: str) -> re.Pattern[str]:
-    compiled = _WILDCARDS.get(segment)
-    if compiled is None:
-        compiled = re.compile(".*".join(re.escape(part) for part in segment.split("*")), re.DOTALL)
-        if len(_WILDCARDS) < 1024:  # a bounded cache: segments are typed by people
-            _WILDCARDS[segment] = compiled
-    return compiled
+    parts = segment.split("*")
+    first, last = parts[0], parts[-1]
+    if len(key) < len(first) + len(last) or not key.startswith(first) or not key.endswith(last):
+        return False
+    position, end = len(first), len(key) - len(last)
+    for part in parts[1:-1]:
+        found = key.find(part, position, end)
+        if found < 0:
+            return False
+        position = found + len(part)
+    return True
 
 
 def _step(patterns: tuple[Pattern, ...], key: str) -> tuple[bool, tuple[Pattern, ...]]:

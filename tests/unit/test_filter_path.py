@@ -91,3 +91,22 @@ def test_an_exclusion_removes_what_the_same_inclusion_keeps(body, paths) -> None
     excluded = parse_filter_path(",".join("-" + p for p in expression.split(","))).apply(body)
     if isinstance(body, (dict, list)):
         assert parse_filter_path(expression).apply(excluded) == {}
+
+
+@pytest.mark.parametrize("segment, key, matches", [
+    ("*", "anything", True), ("*", "", True), ("a*", "abc", True), ("*c", "abc", True),
+    ("a*c", "abc", True), ("a*c", "ac", True), ("a*c", "ab", False), ("a*b*c", "aXbYc", True),
+    ("a*b*c", "acb", False), ("ab*ba", "aba", False), ("*a*a*", "aa", True), ("*a*a*", "a", False),
+    ("x*", "abc", False), ("**", "abc", True),
+])
+def test_wildcard_segments(segment: str, key: str, matches: bool) -> None:
+    from mlstream.filterpath import _segment_matches
+
+    assert _segment_matches(segment, key) is matches
+
+
+def test_a_segment_of_many_wildcards_is_matched_without_backtracking() -> None:
+    """`*a*a*...*b` against a long run of `a`s: a regex of `.*` would take seconds
+    (exponential backtracking); ordered substring search answers at once."""
+    body = {"a" * 4000: 1, "keep": 2}
+    assert parse_filter_path("*a" * 40 + "*b").apply(body) == {}
