@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import MLStreamError
@@ -42,6 +42,10 @@ class ReplyFormat:
 
 
 PLAIN = ReplyFormat()
+
+
+def without_filter(fmt: ReplyFormat) -> ReplyFormat:
+    return replace(fmt, filter_path=None)
 
 
 def reply_format(query: dict[str, str], accept_encoding: str | None) -> ReplyFormat:
@@ -73,7 +77,9 @@ def error_reply(exc: BaseException, *, trace: bool = False) -> Reply:
     body = exc.to_body()
     if trace:
         body["error"]["stack_trace"] = _error_chain(exc)
-    return Reply(exc.http_status, body, dict(exc.headers))
+    # OpenSearch builds error bodies with filtering off (AbstractRestChannel.newErrorBuilder):
+    # a filter_path meant for the answer must not hide the error.
+    return Reply(exc.http_status, body, dict(exc.headers), filterable=False)
 
 
 def _error_chain(exc: MLStreamError) -> str:

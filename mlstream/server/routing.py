@@ -52,6 +52,7 @@ class Reply:
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "application/json; charset=UTF-8"
+    filterable: bool = True  # ?filter_path applies (never to an error, as in OpenSearch)
 
 
 @dataclass(frozen=True, slots=True)

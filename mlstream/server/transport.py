@@ -233,6 +233,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
         access = getattr(self, "_access", None)
         fmt = self._format
+        if not reply.filterable and fmt.filter_path is not None:
+            fmt = responses.without_filter(fmt)
         if isinstance(reply.body, str):
             payload = reply.body.encode("utf-8")
         elif fmt is responses.PLAIN:
