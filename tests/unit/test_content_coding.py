@@ -109,3 +109,15 @@ def test_round_trip(data: bytes) -> None:
         "named-beats-star", "star-refused", "low-q", "bad-q"])
 def test_accepts_gzip(header, expected) -> None:
     assert accepts_gzip(header) is expected
+
+
+def test_more_stacked_codings_than_the_bound_are_refused_before_any_work() -> None:
+    from mlstream.errors import UnsupportedMediaType
+    from mlstream.framing import MAX_CONTENT_CODINGS
+
+    data = BODY
+    for _ in range(MAX_CONTENT_CODINGS):
+        data = gzip.compress(data)
+    assert decode_content(data, ", ".join(["gzip"] * MAX_CONTENT_CODINGS), LIMIT) == BODY
+    with pytest.raises(UnsupportedMediaType, match="stacks more than"):
+        decode_content(gzip.compress(data), ", ".join(["gzip"] * (MAX_CONTENT_CODINGS + 1)), LIMIT)
