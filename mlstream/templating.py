@@ -123,6 +123,11 @@ def _escape(text: str) -> str:
 _NESTED_PREFIX = "${parameters."
 # Nesting deeper than this is a cycle in all but name (ml-commons' substitutor fails on cycles).
 _MAX_NESTING = 16
+# Characters one render may write, nested values counted each time they are written: a
+# value naming another 20 times, which names another 20 times... grows geometrically
+# from a kilobyte of request, so the work is bounded, not only the depth. Far above any
+# real body (the request body itself is bounded by --max-body-bytes).
+MAX_RENDERED_CHARS = 64 * 1024 * 1024
 
 
 def render(template: str, parameters: Mapping[str, Any], credential: Mapping[str, str],
@@ -137,7 +142,7 @@ def render(template: str, parameters: Mapping[str, Any], credential: Mapping[str
     missing_params: set[str] = set()
     missing_creds: set[str] = set()
     text = _render(_compile(template), parameters, credential, where, missing_params,
-                   missing_creds, ())
+                   missing_creds, (), [MAX_RENDERED_CHARS])
     if missing_params or missing_creds:
         reasons = []
         if missing_params:
@@ -152,9 +157,10 @@ def render(template: str, parameters: Mapping[str, Any], credential: Mapping[str
 
 def _render(parts: tuple[_Part, ...], parameters: Mapping[str, Any], credential: Mapping[str, str] | None,
             where: str, missing_params: set[str], missing_creds: set[str],
-            chain: tuple[str, ...]) -> str:
+            chain: tuple[str, ...], budget: list[int]) -> str:
     """``credential`` None: the parts come from a parameter value (nested), where only
-    parameter placeholders are filled and everything else stays as written."""
+    parameter placeholders are filled and everything else stays as written. ``budget``:
+    the characters still allowed (one cell shared by the nested renders)."""
     out: list[str] = []
     for part in parts:
         if type(part) is str:
@@ -185,8 +191,12 @@ def _render(parts: tuple[_Part, ...], parameters: Mapping[str, Any], credential:
                                     + " -> ".join((*chain, part.name)))
             if len(chain) >= _MAX_NESTING:
                 raise TemplateError(f"Parameters nest deeper than {_MAX_NESTING} levels in {where}")
-            text = _render(_compile(text), parameters, None, where, missing_params, missing_creds,
-                           (*chain, part.name))
+            # Compiled without the cache: a value is request data, not a connector's template.
+            text = _render(_compile.__wrapped__(text), parameters, None, where, missing_params, missing_creds,
+                           (*chain, part.name), budget)
+        budget[0] -= len(text)
+        if budget[0] < 0:
+            raise TemplateError(f"Parameters in {where} expand to more than {MAX_RENDERED_CHARS} characters")
         if part.to_string:
             text = _escape(text)
         out.append(f'"{text}"' if part.quoted_null else text)

@@ -311,3 +311,26 @@ PLACEHOLDERS = [
                          ids=[c[0] for c in PLACEHOLDERS])
 def test_placeholders(template: str, expected: list[tuple[str, str]]) -> None:
     assert placeholders(template) == expected
+
+
+def test_nested_values_that_expand_geometrically_are_refused_early() -> None:
+    """Each level names the next 20 times: 6 levels from a kilobyte would be 6.4 GB."""
+    import time
+
+    from mlstream.templating import MAX_RENDERED_CHARS
+
+    parameters: dict[str, Any] = {f"p{i}": f"${{parameters.p{i + 1}}}" * 20 for i in range(6)}
+    parameters["p6"] = "x" * 10
+    started = time.monotonic()
+    with pytest.raises(TemplateError, match=f"expand to more than {MAX_RENDERED_CHARS} characters"):
+        render("${parameters.p0}", parameters, CREDENTIAL, where="payload")
+    assert time.monotonic() - started < 30  # a hang guard only: refused long before 6.4 GB
+
+
+def test_nested_values_are_not_kept_in_the_template_cache() -> None:
+    from mlstream.templating import _compile
+
+    _compile.cache_clear()
+    value = "unique ${parameters.b} " + "v" * 1000
+    assert render("${parameters.a}!", {"a": value, "b": "x"}, CREDENTIAL, where="payload").startswith("unique x")
+    assert _compile.cache_info().currsize == 1  # the connector's template only, not the value
