@@ -49,13 +49,22 @@ escape_json_string: Callable[[str], str] = encode_basestring
 
 
 def loads_json(data: bytes | str) -> Any:
-    """``json.loads``, faster for large documents (orjson when installed)."""
+    """``json.loads``, faster for large documents (orjson when installed). ValueError for
+    anything that is not JSON, a document nested too deeply for the stack included.
+
+    Depth: orjson (3.10 and later) refuses past 1,024 levels with a ValueError; the stdlib
+    raises RecursionError, turned into ValueError here. Older orjson had no limit and
+    overflowed a 512 KiB thread stack (the process died): hence the version floor.
+    """
     if orjson is not None:
         try:
             return orjson.loads(data)
         except ValueError:
             pass  # maybe valid JSON orjson does not take (an integer past 64 bits): the stdlib decides
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("the JSON document is nested too deeply") from None
 
 
 def dumps_json(value: Any) -> bytes:

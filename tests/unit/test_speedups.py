@@ -158,3 +158,31 @@ def test_loads_json_refuses_what_is_not_json(fast: bool, monkeypatch: pytest.Mon
         monkeypatch.setattr(speedups, "orjson", None)
     with pytest.raises(ValueError):
         speedups.loads_json(b'{"a": ')
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "stdlib"])
+def test_loads_json_refuses_deep_nesting_on_a_server_sized_thread_stack(fast: bool,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider answer 100,000 levels deep (200 KB) is a ValueError, on a thread with
+    the server's stack size: never a crash of the process (old orjson had no limit)."""
+    from mlstream.cli import THREAD_STACK_BYTES
+
+    if not fast:
+        monkeypatch.setattr(speedups, "orjson", None)
+    outcome: list[BaseException | None] = []
+
+    def decode() -> None:
+        try:
+            speedups.loads_json(b"[" * 100_000 + b"]" * 100_000)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - whatever it is, the test reports it
+            outcome.append(exc)
+
+    previous = threading.stack_size(THREAD_STACK_BYTES)
+    try:
+        thread = threading.Thread(target=decode)
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join(HANG_GUARD)
+    assert len(outcome) == 1 and isinstance(outcome[0], ValueError), outcome
