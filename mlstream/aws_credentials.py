@@ -26,6 +26,7 @@ from typing import Any
 
 from .connectors import Connector
 from .errors import UpstreamError
+from .redaction import redact
 
 ROLE_KEYS = ("roleArn", "role_arn")
 EXTERNAL_ID_KEYS = ("externalId", "external_id")
@@ -43,6 +44,14 @@ def _no_credentials() -> UpstreamError:
     return UpstreamError("no AWS credentials: the connector has no access_key and botocore's chain "
                          "(environment, config files, web identity, container or instance role) found none",
                          kind="connection")
+
+
+def _secrets_of(source: Any) -> tuple[str, ...]:
+    """The secret parts of source credentials (none when there were none yet)."""
+    if source is None:
+        return ()
+    frozen = source.get_frozen_credentials()
+    return tuple(value for value in (frozen.secret_key, frozen.token) if value)
 
 
 def role_arn(credential: dict[str, str] | Any) -> str | None:
@@ -66,25 +75,35 @@ class AwsCredentials:
         UpstreamError when there are none or STS refuses."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        source = None
         try:
-            return self._credentials(connector).get_frozen_credentials()
+            source = self._source(connector)
+            return self._role(connector, source).get_frozen_credentials()
         except ClientError as exc:  # STS answered with an error
             error = exc.response.get("Error", {})
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            raise UpstreamError(f"Error from remote service: STS AssumeRole failed: {error.get('Code')}: "
-                                f"{error.get('Message')}", upstream_status=status) from None
+            # AWS's SignatureDoesNotMatch quotes the canonical request, session token and
+            # all. The role ARN is no secret, and AccessDenied names it.
+            secrets = [value for key, value in connector.credential.items() if key not in ROLE_KEYS]
+            message = redact(f"{error.get('Code')}: {error.get('Message')}", [*secrets, *_secrets_of(source)])
+            raise UpstreamError(f"Error from remote service: STS AssumeRole failed: {message}",
+                                upstream_status=status) from None
         except BotoCoreError as exc:
             raise UpstreamError(f"could not get AWS credentials: {exc}", kind="connection") from None
 
-    def _credentials(self, connector: Connector) -> Any:
+    def _source(self, connector: Connector) -> Any:
+        """The connector's own keys, else botocore's chain."""
         from botocore.credentials import Credentials
 
         credential = connector.credential
         if credential.get("access_key"):
-            source = Credentials(credential["access_key"], credential["secret_key"],
-                                 credential.get("session_token") or None)
-        else:
-            source = self._default_chain()
+            return Credentials(credential["access_key"], credential["secret_key"],
+                               credential.get("session_token") or None)
+        return self._default_chain()
+
+    def _role(self, connector: Connector, source: Any) -> Any:
+        """The connector's role assumed with ``source``, or ``source`` when it has none."""
+        credential = connector.credential
         role = role_arn(credential)
         if role is None:
             return source

@@ -35,6 +35,7 @@ from .connectors import ClientConfig, Connector, UpstreamRequest
 from .endpoints import is_private, private_host_message
 from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .framing import MAX_HEAD_LINE, HeadLines
+from .redaction import redact
 from .retry import RetryPolicy, parse_retry_after, send_with_retries
 from .signing import sign_request
 from .speedups import raw_read1
@@ -439,22 +440,6 @@ def provider_message(body: bytes) -> str:
             if isinstance(doc.get(key), str):
                 return doc[key]
     return text[:500]
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret, and any prefix of it of 8 or more characters, with ***.
-
-    Providers echo keys in their error messages, some masked ("sk-abc***xyz"), some
-    cut after a prefix; longest first, so a full echo is replaced whole.
-    """
-    for secret in secrets:
-        if not secret or len(secret) < 4:
-            continue
-        text = text.replace(secret, "***")
-        for length in range(len(secret) - 1, 7, -1):
-            if secret[:length] in text:
-                text = text.replace(secret[:length], "***")
-    return text
 
 
 def _host(url: str) -> str:
