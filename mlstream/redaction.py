@@ -3,7 +3,7 @@ may echo the key or token a request was signed with."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
