@@ -108,7 +108,7 @@ class AwsCredentials:
         if role is None:
             return source
         external_id = next((credential[key] for key in EXTERNAL_ID_KEYS if credential.get(key)), "")
-        region = str(connector.parameters.get("region") or "")
+        region = connector.aws_setting("region")
         key = (role, external_id, region, *((source.access_key, source.secret_key) if credential.get("access_key")
                                             else ("chain",)))
         with self._lock:
@@ -146,7 +146,7 @@ class AwsCredentials:
             extra["ExternalId"] = external_id
         config = Config(connect_timeout=STS_TIMEOUT_SECONDS, read_timeout=STS_TIMEOUT_SECONDS,
                         retries={"total_max_attempts": 2})
-        client_creator = partial(self._botocore_session().create_client, region_name=region or None, config=config)
+        client_creator = partial(self._botocore_session().create_client, region_name=region, config=config)
         fetcher = AssumeRoleCredentialFetcher(client_creator, source, role, extra_args=extra)
         return DeferredRefreshableCredentials(refresh_using=fetcher.fetch_credentials, method="assume-role")
 

@@ -157,3 +157,17 @@ def test_an_sts_error_echoing_the_signed_request_is_redacted(monkeypatch, client
     assert "x-amz-security-token:***" in reason
     for secret in (source_token, SOURCE[1]):
         assert secret[:8].encode() not in refused.body
+
+
+def test_the_sts_region_may_come_from_the_credential(monkeypatch, client):
+    # AwsConnector.java: the region is the parameters', else the credential's.
+    access_key, secret_key, token = TEMPORARY
+    with FakeBedrock(access_key=access_key, secret_key=secret_key, session_token=token, region="eu-west-1") as fake, \
+            FakeSTS(issued=TEMPORARY, source_access_key=SOURCE[0], source_secret_key=SOURCE[1],
+                    region="eu-west-1") as sts:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.url)
+        connector = keyless_connector(fake, access_key=SOURCE[0], secret_key=SOURCE[1], roleArn=ROLE,
+                                      region="eu-west-1")
+        del connector["parameters"]["region"]
+        assert_streams(client, client.model_for(connector))
+        assert sts.stats.refusals == 0 and sts.stats.assume_role_calls == 1
