@@ -19,8 +19,10 @@ points (``AWS_ENDPOINT_URL_STS``, ``endpoint_url`` in the profile).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
+from collections import OrderedDict
 from functools import partial
 from typing import Any
 
@@ -38,6 +40,9 @@ STS_TIMEOUT_SECONDS = 10
 # every call would otherwise wait for before its 502. Credentials put in place later
 # (a mounted token, a profile) are found once it has passed.
 NO_CREDENTIALS_RECHECK_SECONDS = 30.0
+# Assumed roles kept (each refreshes itself); past this the least recently used is dropped
+# and assumed again when next needed.
+MAX_ASSUMED_ROLES = 256
 
 
 def _no_credentials() -> UpstreamError:
@@ -54,6 +59,12 @@ def _secrets_of(source: Any) -> tuple[str, ...]:
     return tuple(value for value in (frozen.secret_key, frozen.token) if value)
 
 
+def _fingerprint(source: Any) -> str:
+    """Static source keys as a cache key: a digest, so the cache holds no secret as a key."""
+    parts = (source.access_key, source.secret_key, source.token or "")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
 def role_arn(credential: dict[str, str] | Any) -> str | None:
     return next((credential[key] for key in ROLE_KEYS if credential.get(key)), None)
 
@@ -68,7 +79,8 @@ class AwsCredentials:
         self._session: Any = None
         self._chain: Any = None
         self._chain_missing_since: float | None = None  # when the chain last found nothing
-        self._roles: dict[tuple[str, ...], Any] = {}
+        # role, external id, region, and a fingerprint of the source keys (never the keys)
+        self._roles: OrderedDict[tuple[str, ...], Any] = OrderedDict()
 
     def for_connector(self, connector: Connector) -> Any:
         """Frozen credentials (access key, secret key, token) valid now; raises
@@ -109,14 +121,17 @@ class AwsCredentials:
             return source
         external_id = next((credential[key] for key in EXTERNAL_ID_KEYS if credential.get(key)), "")
         region = connector.aws_setting("region")
-        key = (role, external_id, region, *((source.access_key, source.secret_key) if credential.get("access_key")
-                                            else ("chain",)))
+        key = (role, external_id, region, _fingerprint(source) if credential.get("access_key") else "chain")
         with self._lock:
             assumed = self._roles.get(key)
+            if assumed is not None:
+                self._roles.move_to_end(key)
         if assumed is None:
             assumed = self._assume(source, role, external_id, region)
             with self._lock:
                 assumed = self._roles.setdefault(key, assumed)
+                while len(self._roles) > MAX_ASSUMED_ROLES:
+                    self._roles.popitem(last=False)
         return assumed
 
     def _default_chain(self) -> Any:
