@@ -33,8 +33,13 @@ from .redaction import redact
 ROLE_KEYS = ("roleArn", "role_arn")
 EXTERNAL_ID_KEYS = ("externalId", "external_id")
 ROLE_SESSION_NAME = "mlstream"
-# The STS client's own limits: a credential lookup must not outlast a provider call.
-STS_TIMEOUT_SECONDS = 10
+# The STS client's own limits: a credential lookup must not outlast a provider call. At
+# worst 2 attempts x (3 s to connect + 10 s to read) + one standard-mode backoff (at most
+# 1 s, or 6 s when STS sends x-amz-retry-after) = 32 s, below the 60 s a provider call
+# may take by the connector defaults (connection_timeout 30 s + read_timeout 30 s).
+STS_CONNECT_TIMEOUT_SECONDS = 3
+STS_READ_TIMEOUT_SECONDS = 10
+STS_ATTEMPTS = 2
 # A chain that found nothing is not asked again for this long: on a host with no AWS
 # setup its last step (the instance metadata service) costs a connect timeout, which
 # every call would otherwise wait for before its 502. Credentials put in place later
@@ -76,6 +81,9 @@ class AwsCredentials:
         # Guards the cached chain and roles (dict work only): resolving and refreshing
         # happen outside it, under botocore's own locks.
         self._lock = threading.Lock()
+        # Guards creating an STS client on the shared botocore session, which is not
+        # thread-safe (it loads and caches service models; no network).
+        self._client_lock = threading.Lock()
         self._session: Any = None
         self._chain: Any = None
         self._chain_missing_since: float | None = None  # when the chain last found nothing
@@ -159,11 +167,18 @@ class AwsCredentials:
         extra = {"RoleSessionName": ROLE_SESSION_NAME}
         if external_id:
             extra["ExternalId"] = external_id
-        config = Config(connect_timeout=STS_TIMEOUT_SECONDS, read_timeout=STS_TIMEOUT_SECONDS,
-                        retries={"total_max_attempts": 2})
-        client_creator = partial(self._botocore_session().create_client, region_name=region, config=config)
+        config = Config(connect_timeout=STS_CONNECT_TIMEOUT_SECONDS, read_timeout=STS_READ_TIMEOUT_SECONDS,
+                        retries={"mode": "standard", "total_max_attempts": STS_ATTEMPTS})
+        # The fetcher creates a client per fetch, with the source's keys of that moment (a
+        # chain's keys rotate), so clients are not kept; creating one is serialised.
+        client_creator = partial(self._create_client, region_name=region, config=config)
         fetcher = AssumeRoleCredentialFetcher(client_creator, source, role, extra_args=extra)
         return DeferredRefreshableCredentials(refresh_using=fetcher.fetch_credentials, method="assume-role")
+
+    def _create_client(self, service_name: str, **options: Any) -> Any:
+        session = self._botocore_session()
+        with self._client_lock:
+            return session.create_client(service_name, **options)
 
     def _botocore_session(self) -> Any:
         # Imported on first use, as signing is: botocore's session costs memory a server

@@ -4,6 +4,10 @@ wait for the metadata service's timeout on every call."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+
 import pytest
 from botocore.credentials import Credentials
 
@@ -75,3 +79,44 @@ def test_assumed_roles_are_a_bounded_lru_keyed_without_secrets():
     connector = role_connector("source-secret-0000")  # the least recently used: dropped, assumed anew
     assert credentials._role(connector, credentials._source(connector)) is not None
     assert len(credentials._roles) == MAX_ASSUMED_ROLES
+
+
+class OverlapDetectingSession:
+    """botocore's session as STS roles use it: ``create_client`` notes whether two
+    threads were ever inside it at once (botocore's session is not thread-safe)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()  # guards inside and overlapped
+        self.inside = 0
+        self.overlapped = False
+        self.second_entered = threading.Event()
+
+    def create_client(self, service_name: str, **options: object) -> StsStandIn:
+        with self._guard:
+            self.inside += 1
+            if self.inside > 1:
+                self.overlapped = True
+                self.second_entered.set()
+        # Held open long enough for another thread to come in, if nothing stops it.
+        self.second_entered.wait(timeout=0.5)
+        with self._guard:
+            self.inside -= 1
+        return StsStandIn()
+
+
+class StsStandIn:
+    def assume_role(self, **request: object) -> dict:
+        expiration = datetime.now(timezone.utc) + timedelta(hours=1)
+        return {"Credentials": {"AccessKeyId": "ASIAROLE", "SecretAccessKey": "role-secret",
+                                "SessionToken": "role-token", "Expiration": expiration}}
+
+
+def test_sts_clients_are_never_created_by_two_threads_at_once():
+    credentials = AwsCredentials()
+    session = OverlapDetectingSession()
+    credentials._session = session
+    connectors = [role_connector(f"source-secret-{number}") for number in range(2)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        found = list(pool.map(credentials.for_connector, connectors))
+    assert [each.access_key for each in found] == ["ASIAROLE", "ASIAROLE"]
+    assert not session.overlapped
