@@ -343,8 +343,19 @@ class ProviderCall:
         """A non-2xx answer as our error, the provider's message redacted of credentials."""
         if payload is None:
             payload = self.read_body(response)
-        return error_from_response(response.status, payload, self.url,
-                                   [*self._connector.credential.values(), *self._signing_secrets], response.headers)
+        return error_from_response(response.status, payload, self.url, self._secrets(), response.headers)
+
+    def redacted(self, error: MLStreamError) -> MLStreamError:
+        """``error`` with this call's credentials taken out of its reason: a provider's
+        message inside a 2xx stream (an error event, an exception frame) may echo them."""
+        reason = redact(error.reason, self._secrets())
+        if reason != error.reason:
+            error.reason = reason
+            error.args = (reason,)
+        return error
+
+    def _secrets(self) -> list[str]:
+        return [*self._connector.credential.values(), *self._signing_secrets]
 
     def body_reader(self, response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
         """``read(size)``: what has arrived of the streamed body (b"" at its end),
