@@ -41,6 +41,11 @@ RESPONSE_FILTER = "response_filter"
 # Upstream requests one predict call keeps in flight at most (also bounded by the
 # connector's max_connection and the fan-out pool).
 MAX_FANOUT = 16
+# Upstream requests one predict call may make in all: text_docs split one request per
+# document (bedrock.embedding) or per input_docs_processed_step_size documents, so at
+# most this many documents (times the step size) per call. Past it the call is refused
+# before anything is rendered or sent (a 10 MB body of empty strings would be millions).
+MAX_UPSTREAM_REQUESTS_PER_CALL = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +128,13 @@ class Predictor:
         dataset = given.dataset
         size = (processing.chunk_size(action.pre_process_function, connector.parameters, len(dataset.docs))
                 if isinstance(dataset, processing.TextDocs) else 1)
+        if isinstance(dataset, processing.TextDocs):
+            requests = -(-len(dataset.docs) // size)
+            if requests > MAX_UPSTREAM_REQUESTS_PER_CALL:
+                raise BadRequest(
+                    f"[text_docs] has {len(dataset.docs)} documents, which this model sends as {requests} requests "
+                    f"({size} documents each); one predict call makes at most {MAX_UPSTREAM_REQUESTS_PER_CALL} "
+                    f"requests ({MAX_UPSTREAM_REQUESTS_PER_CALL * size} documents): split the input")
         prepared = []
         for chunk in processing.split_dataset(dataset, size):
             processed = processing.escape_input_parameters(

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from mlstream.predict import MAX_UPSTREAM_REQUESTS_PER_CALL
 from mlstream.server.app import Server
 from mlstream.testing.embeddings import fake_relevance, fake_vector, quantized
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock
@@ -295,6 +296,22 @@ def test_bedrock_requests_of_one_call_run_at_most_max_connection_at_once(bedrock
     # six 100 ms answers, two at a time, cannot take less than 300 ms
     assert time.monotonic() - started >= 0.3
     assert [r["output"] for r in answer["inference_results"]] == [[embedding(d, 1536)] for d in docs]
+
+
+def test_bedrock_requests_of_one_call_are_bounded(bedrock: FakeBedrock, api: Client) -> None:
+    # One request per document: 1025 documents would be 1025 requests; nothing is sent.
+    model_id = api.model_for(titan_connector(bedrock))
+    reply = api.call("POST", f"/_plugins/_ml/models/{model_id}/_predict",
+                     {"text_docs": [""] * (MAX_UPSTREAM_REQUESTS_PER_CALL + 1)})
+    assert reply.status == 400, reply.body
+    assert "at most 1024 requests (1024 documents)" in reply.body["error"]["reason"]
+    assert bedrock.stats.requests == []
+    # the step size sets how many documents that is
+    model_id = api.model_for(titan_connector(bedrock, input_docs_processed_step_size=2))
+    reply = api.call("POST", f"/_plugins/_ml/models/{model_id}/_predict",
+                     {"text_docs": ["d"] * (2 * MAX_UPSTREAM_REQUESTS_PER_CALL + 1)})
+    assert reply.status == 400 and "(2048 documents)" in reply.body["error"]["reason"], reply.body
+    assert bedrock.stats.requests == []
 
 
 def test_bedrock_one_failed_document_fails_the_call(bedrock: FakeBedrock, api: Client) -> None:
