@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -24,7 +24,7 @@ from typing import Any, Callable
 from . import processing
 from .cluster import ClusterSettings
 from .connectors import Connector, UpstreamRequest, merge_parameters, render_request
-from .errors import BadRequest, MLStreamError, UpstreamError
+from .errors import BadRequest, MLStreamError, ShuttingDown, UpstreamError
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
 from .providers import dialect_for
@@ -164,14 +164,20 @@ class Predictor:
                     failed.set()
                     raise
 
-        futures: list[Future] = [self._fanout.submit(lane, k) for k in range(1, lanes)]
+        try:
+            futures: list[Future] = [self._fanout.submit(lane, k) for k in range(1, lanes)]
+        except RuntimeError:  # the fan-out pool was shut down
+            raise _shutting_down() from None
         errors: list[BaseException] = []
         try:
             lane(0)
         except MLStreamError as error:
             errors.append(error)
         for future in futures:
-            error = future.exception()
+            try:
+                error = future.exception()
+            except CancelledError:  # shutdown cancelled a lane that had not started
+                error = _shutting_down()
             if error is not None:
                 errors.append(error)
         if errors:
@@ -228,6 +234,10 @@ class Predictor:
         policy = self._cluster.endpoint_policy
         policy.check_literal_host(policy.check_url(request.url))
         return Prepared(model, merged, request)
+
+
+def _shutting_down() -> ShuttingDown:
+    return ShuttingDown("the server is shutting down: this call's upstream requests were cancelled")
 
 
 def _wait_uninterrupted(seconds: float) -> bool:

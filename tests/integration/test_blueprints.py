@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -312,6 +313,28 @@ def test_bedrock_requests_of_one_call_are_bounded(bedrock: FakeBedrock, api: Cli
                      {"text_docs": ["d"] * (2 * MAX_UPSTREAM_REQUESTS_PER_CALL + 1)})
     assert reply.status == 400 and "(2048 documents)" in reply.body["error"]["reason"], reply.body
     assert bedrock.stats.requests == []
+
+
+def test_a_split_predict_cut_short_by_shutdown_is_a_503(bedrock: FakeBedrock,
+                                                        make_server: Callable[..., Server]) -> None:
+    # One fan-out worker: the first call's second request takes it, the second call's waits.
+    server = make_server(trusted_endpoints=(AWS_ROOT_TRUST,), stream_workers=1)
+    api = Client(server.url)
+    connector = titan_connector(bedrock)
+    connector["client_config"] = {"max_connection": 2}
+    connector["actions"][0]["headers"]["X-Fake-First-Delay-Ms"] = "300"
+    model_id = api.model_for(connector)
+    path = f"/_plugins/_ml/models/{model_id}/_predict"
+    with ThreadPoolExecutor(max_workers=2) as callers:
+        first = callers.submit(api.call, "POST", path, {"text_docs": ["a", "b"]})
+        assert bedrock.stats.wait_for(lambda stats: stats.requests_in_flight == 2)
+        second = callers.submit(api.call, "POST", path, {"text_docs": ["c", "d"]})
+        assert bedrock.stats.wait_for(lambda stats: stats.requests_in_flight == 3)
+        server.app.predictor.close()  # as on shutdown: the waiting request is cancelled
+        assert first.result().status == 200
+        cut = second.result()
+    assert cut.status == 503, cut.body
+    assert "shutting down" in cut.body["error"]["reason"]
 
 
 def test_bedrock_one_failed_document_fails_the_call(bedrock: FakeBedrock, api: Client) -> None:
