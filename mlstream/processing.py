@@ -507,11 +507,14 @@ def post_process(function: str, answer: Any, response_filter: Any) -> list[Tenso
     process, default_filter = POST_PROCESS_FUNCTIONS[function]
     if response_filter is not None and not isinstance(response_filter, str):
         raise BadRequest("[response_filter] must be a JSONPath string")
-    path = response_filter if response_filter and response_filter.strip() else default_filter
+    given = bool(response_filter and response_filter.strip())
+    path = response_filter if given else default_filter
     try:
         value = compile_path(path).read(answer)
     except PathNotFound:
-        raise BadRequest(f"[response_filter] {path} matches nothing in the provider's answer") from None
+        if given:  # the request's own filter
+            raise BadRequest(f"[response_filter] {path} matches nothing in the provider's answer") from None
+        raise _post_error(f"the answer has nothing at {path}, where {function} reads it") from None
     if value is None:
         raise _post_error("Can't run post process function as model output is null")
     return process(value, data_type_from_filter(path))
