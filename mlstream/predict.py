@@ -142,6 +142,7 @@ class Predictor:
             # ml-commons' order: the connector's, the request's, the function's, and the
             # request's again (RemoteConnectorExecutor: "always prioritize the input parameter").
             merged = {**connector.parameters, **processed, **request_parameters}
+            processing.check_response_filter(merged.get(RESPONSE_FILTER))
             prepared.append(self._checked(model, merged, request_id))
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
         return model, prepared
@@ -263,10 +264,8 @@ def _filtered(payload: bytes, response_filter: Any) -> Any:
         data = loads_json(payload)
     except ValueError:
         return {"response": payload.decode("utf-8", errors="replace")}
-    if response_filter is None:
+    if response_filter is None or not response_filter.strip():  # (its type checked before the call)
         return data if isinstance(data, dict) else {"response": data}
-    if not isinstance(response_filter, str):
-        raise BadRequest(f"[{RESPONSE_FILTER}] must be a JSONPath string")
     try:
         value = compile_path(response_filter).read(data)
     except PathNotFound:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import BadRequest, PathNotFound, UpstreamError
+from .errors import BadRequest, JsonPathError, PathNotFound, UpstreamError
 from .jsonpath import compile_path
 
 __all__ = [
@@ -499,6 +499,20 @@ def data_type_from_filter(response_filter: str) -> str | None:
         if "." + name.lower() in lowered:
             return name
     return None
+
+
+def check_response_filter(response_filter: Any) -> None:
+    """A request's ``response_filter``, checked before the provider is called: absent,
+    blank (the function's own path, or the whole answer), or a valid JSONPath string."""
+    if response_filter is None:
+        return
+    if not isinstance(response_filter, str):
+        raise BadRequest("[response_filter] must be a JSONPath string")
+    if response_filter.strip():
+        try:
+            compile_path(response_filter)
+        except JsonPathError as error:
+            raise JsonPathError(f"[response_filter] {error.reason}") from None
 
 
 def post_process(function: str, answer: Any, response_filter: Any) -> list[Tensor]:
