@@ -100,15 +100,16 @@ class Predictor:
     def close(self) -> None:
         self._fanout.shutdown(wait=False, cancel_futures=True)
 
-    def predict(self, model_id: str, body: Any, request_id: str = "",
-                algorithm: str | None = None) -> PredictResult:
+    def predict(self, model_id: str, body: Any, request_id: str = "", algorithm: str | None = None, *,
+                resolved: Callable[[], None] = lambda: None) -> PredictResult:
         """The model's answer in ml-commons' ``inference_results`` shape: built-in
         post-process functions give tensors, otherwise the provider's JSON as ``response``.
 
         ``algorithm`` (``remote``, ``text_embedding``, ``text_similarity``) is what the
-        caller named in the URL; None lets the body's fields decide.
+        caller named in the URL; None lets the body's fields decide. ``resolved`` is
+        called once the model was found.
         """
-        model, prepared = self._prepare_predict(model_id, body, request_id, algorithm)
+        model, prepared = self._prepare_predict(model_id, body, request_id, algorithm, resolved)
         try:
             answers = self._run(prepared, model.connector)
         except UpstreamError as error:
@@ -118,10 +119,11 @@ class Predictor:
         return PredictResult({"inference_results": [a.entry for a in answers]},
                              answers[-1].status, upstream_seconds)
 
-    def _prepare_predict(self, model_id: str, body: Any, request_id: str,
-                         algorithm: str | None) -> tuple[ResolvedModel, list[Prepared]]:
+    def _prepare_predict(self, model_id: str, body: Any, request_id: str, algorithm: str | None,
+                         resolved: Callable[[], None]) -> tuple[ResolvedModel, list[Prepared]]:
         given = processing.parse_predict_input(body, algorithm)
         model = self._registry.resolve(model_id)
+        resolved()
         connector = model.connector
         action = connector.action("predict")
         request_parameters = processing.escape_input_parameters(given.parameters)
@@ -197,7 +199,8 @@ class Predictor:
                          payload, prepared.parameters.get(RESPONSE_FILTER))
         return _Answer({"output": output, "status_code": response.status}, response.status, sent, done)
 
-    def open_stream(self, model_id: str, body: Any, request_id: str = "") -> "PendingStream":
+    def open_stream(self, model_id: str, body: Any, request_id: str = "", *,
+                    resolved: Callable[[], None] = lambda: None) -> "PendingStream":
         """Prepare relaying the model's answer: its channel, and the call that starts it.
 
         Raises before anything is started for bad input or a disabled stream setting;
@@ -205,7 +208,7 @@ class Predictor:
         """
         if not self._cluster.stream_enabled:
             raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
-        prepared = self._prepare(model_id, body, request_id)
+        prepared = self._prepare(model_id, body, request_id, resolved)
         connector = prepared.model.connector
         dialect = dialect_for(prepared.parameters, connector)
         call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters),
@@ -219,9 +222,10 @@ class Predictor:
                             allow_private=self._cluster.endpoint_policy.allow_private,
                             on_retry=self._metrics.upstream_retry)
 
-    def _prepare(self, model_id: str, body: Any, request_id: str) -> Prepared:
+    def _prepare(self, model_id: str, body: Any, request_id: str, resolved: Callable[[], None]) -> Prepared:
         given = processing.parse_predict_input(body, "remote")
         model = self._registry.resolve(model_id)
+        resolved()
         merged = merge_parameters(model.connector, processing.escape_input_parameters(given.parameters))
         prepared = self._checked(model, merged, request_id)
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
