@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.credentials import Credentials
 
 from mlstream import aws_credentials
-from mlstream.aws_credentials import MAX_ASSUMED_ROLES, NO_CREDENTIALS_RECHECK_SECONDS, AwsCredentials
+from mlstream.aws_credentials import (
+    MAX_ASSUMED_ROLES,
+    NO_CREDENTIALS_RECHECK_SECONDS,
+    AwsCredentials,
+)
 from mlstream.connectors import Connector, parse_connector
 from mlstream.errors import UpstreamError
 
@@ -106,7 +110,7 @@ class OverlapDetectingSession:
 
 class StsStandIn:
     def assume_role(self, **request: object) -> dict:
-        expiration = datetime.now(timezone.utc) + timedelta(hours=1)
+        expiration = datetime.now(UTC) + timedelta(hours=1)
         return {"Credentials": {"AccessKeyId": "ASIAROLE", "SecretAccessKey": "role-secret",
                                 "SessionToken": "role-token", "Expiration": expiration}}
 
