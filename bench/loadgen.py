@@ -132,6 +132,9 @@ def build_get(address: tuple[str, int], path: str) -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: {address[0]}:{address[1]}\r\n\r\n".encode()
 
 
+# An event-stream frame's prelude (total length, headers length, prelude CRC) and message CRC.
+_FRAME_OVERHEAD = 16
+
 # Response parser states
 _HEAD, _SIZE, _DATA, _CRLF, _TRAILER, _LENGTH, _DONE = range(7)
 
@@ -359,8 +362,9 @@ class Response:
                 break
         del raw[:pos]
         self._state, self._left = state, left
-        if self._frames is not None:
-            self._unframe(sse)
+        if self._frames is not None and not self._unframe(sse):
+            self.fail("a corrupt event-stream frame (shorter than its prelude and CRC)", now)
+            return 0
         found = 0
         end = sse.rfind(self._sep)
         if end >= 0:
@@ -392,20 +396,24 @@ class Response:
             del raw[:]
         return found
 
-    def _unframe(self, data: bytearray) -> None:
+    def _unframe(self, data: bytearray) -> bool:
         """Move ``data`` (de-chunked event-stream bytes) into the frame buffer and put
-        the payloads of its whole frames back in ``data``, in order."""
+        the payloads of its whole frames back in ``data``, in order; False if a frame
+        is corrupt (its declared lengths leave no room for its prelude and CRC)."""
         frames = self._frames
         frames += data
         del data[:]
         pos, n = 0, len(frames)
         while n - pos >= 12:  # a prelude: total length, headers length, CRC
             total, headers = struct.unpack_from("!II", frames, pos)
+            if total < _FRAME_OVERHEAD + headers:  # also what would never move pos on
+                return False
             if n - pos < total:
                 break
             data += frames[pos + 12 + headers:pos + total - 4]  # payload, before the message CRC
             pos += total
         del frames[:pos]
+        return True
 
     def _find_text(self, events: bytes, now: float) -> None:
         """Set ``t_text`` if one of ``events`` is a content event with non-empty content."""

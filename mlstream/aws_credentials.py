@@ -19,30 +19,55 @@ points (``AWS_ENDPOINT_URL_STS``, ``endpoint_url`` in the profile).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
+from collections import OrderedDict
 from functools import partial
 from typing import Any
 
 from .connectors import Connector
 from .errors import UpstreamError
+from .redaction import redact
 
 ROLE_KEYS = ("roleArn", "role_arn")
 EXTERNAL_ID_KEYS = ("externalId", "external_id")
 ROLE_SESSION_NAME = "mlstream"
-# The STS client's own limits: a credential lookup must not outlast a provider call.
-STS_TIMEOUT_SECONDS = 10
+# The STS client's own limits: a credential lookup must not outlast a provider call. At
+# worst 2 attempts x (3 s to connect + 10 s to read) + one standard-mode backoff (at most
+# 1 s, or 6 s when STS sends x-amz-retry-after) = 32 s, below the 60 s a provider call
+# may take by the connector defaults (connection_timeout 30 s + read_timeout 30 s).
+STS_CONNECT_TIMEOUT_SECONDS = 3
+STS_READ_TIMEOUT_SECONDS = 10
+STS_ATTEMPTS = 2
 # A chain that found nothing is not asked again for this long: on a host with no AWS
 # setup its last step (the instance metadata service) costs a connect timeout, which
 # every call would otherwise wait for before its 502. Credentials put in place later
 # (a mounted token, a profile) are found once it has passed.
 NO_CREDENTIALS_RECHECK_SECONDS = 30.0
+# Assumed roles kept (each refreshes itself); past this the least recently used is dropped
+# and assumed again when next needed.
+MAX_ASSUMED_ROLES = 256
 
 
 def _no_credentials() -> UpstreamError:
     return UpstreamError("no AWS credentials: the connector has no access_key and botocore's chain "
                          "(environment, config files, web identity, container or instance role) found none",
                          kind="connection")
+
+
+def _secrets_of(source: Any) -> tuple[str, ...]:
+    """The secret parts of source credentials (none when there were none yet)."""
+    if source is None:
+        return ()
+    frozen = source.get_frozen_credentials()
+    return tuple(value for value in (frozen.secret_key, frozen.token) if value)
+
+
+def _fingerprint(source: Any) -> str:
+    """Static source keys as a cache key: a digest, so the cache holds no secret as a key."""
+    parts = (source.access_key, source.secret_key, source.token or "")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 def role_arn(credential: dict[str, str] | Any) -> str | None:
@@ -56,48 +81,65 @@ class AwsCredentials:
         # Guards the cached chain and roles (dict work only): resolving and refreshing
         # happen outside it, under botocore's own locks.
         self._lock = threading.Lock()
+        # Guards creating an STS client on the shared botocore session, which is not
+        # thread-safe (it loads and caches service models; no network).
+        self._client_lock = threading.Lock()
         self._session: Any = None
         self._chain: Any = None
         self._chain_missing_since: float | None = None  # when the chain last found nothing
-        self._roles: dict[tuple[str, ...], Any] = {}
+        # role, external id, region, and a fingerprint of the source keys (never the keys)
+        self._roles: OrderedDict[tuple[str, ...], Any] = OrderedDict()
 
     def for_connector(self, connector: Connector) -> Any:
         """Frozen credentials (access key, secret key, token) valid now; raises
         UpstreamError when there are none or STS refuses."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        source = None
         try:
-            return self._credentials(connector).get_frozen_credentials()
+            source = self._source(connector)
+            return self._role(connector, source).get_frozen_credentials()
         except ClientError as exc:  # STS answered with an error
             error = exc.response.get("Error", {})
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            raise UpstreamError(f"Error from remote service: STS AssumeRole failed: {error.get('Code')}: "
-                                f"{error.get('Message')}", upstream_status=status) from None
+            # AWS's SignatureDoesNotMatch quotes the canonical request, session token and
+            # all. The role ARN is no secret, and AccessDenied names it.
+            secrets = [value for key, value in connector.credential.items() if key not in ROLE_KEYS]
+            message = redact(f"{error.get('Code')}: {error.get('Message')}", [*secrets, *_secrets_of(source)])
+            raise UpstreamError(f"Error from remote service: STS AssumeRole failed: {message}",
+                                upstream_status=status) from None
         except BotoCoreError as exc:
             raise UpstreamError(f"could not get AWS credentials: {exc}", kind="connection") from None
 
-    def _credentials(self, connector: Connector) -> Any:
+    def _source(self, connector: Connector) -> Any:
+        """The connector's own keys, else botocore's chain."""
         from botocore.credentials import Credentials
 
         credential = connector.credential
         if credential.get("access_key"):
-            source = Credentials(credential["access_key"], credential["secret_key"],
-                                 credential.get("session_token") or None)
-        else:
-            source = self._default_chain()
+            return Credentials(credential["access_key"], credential["secret_key"],
+                               credential.get("session_token") or None)
+        return self._default_chain()
+
+    def _role(self, connector: Connector, source: Any) -> Any:
+        """The connector's role assumed with ``source``, or ``source`` when it has none."""
+        credential = connector.credential
         role = role_arn(credential)
         if role is None:
             return source
         external_id = next((credential[key] for key in EXTERNAL_ID_KEYS if credential.get(key)), "")
-        region = str(connector.parameters.get("region") or "")
-        key = (role, external_id, region, *((source.access_key, source.secret_key) if credential.get("access_key")
-                                            else ("chain",)))
+        region = connector.aws_setting("region")
+        key = (role, external_id, region, _fingerprint(source) if credential.get("access_key") else "chain")
         with self._lock:
             assumed = self._roles.get(key)
+            if assumed is not None:
+                self._roles.move_to_end(key)
         if assumed is None:
             assumed = self._assume(source, role, external_id, region)
             with self._lock:
                 assumed = self._roles.setdefault(key, assumed)
+                while len(self._roles) > MAX_ASSUMED_ROLES:
+                    self._roles.popitem(last=False)
         return assumed
 
     def _default_chain(self) -> Any:
@@ -125,11 +167,18 @@ class AwsCredentials:
         extra = {"RoleSessionName": ROLE_SESSION_NAME}
         if external_id:
             extra["ExternalId"] = external_id
-        config = Config(connect_timeout=STS_TIMEOUT_SECONDS, read_timeout=STS_TIMEOUT_SECONDS,
-                        retries={"total_max_attempts": 2})
-        client_creator = partial(self._botocore_session().create_client, region_name=region or None, config=config)
+        config = Config(connect_timeout=STS_CONNECT_TIMEOUT_SECONDS, read_timeout=STS_READ_TIMEOUT_SECONDS,
+                        retries={"mode": "standard", "total_max_attempts": STS_ATTEMPTS})
+        # The fetcher creates a client per fetch, with the source's keys of that moment (a
+        # chain's keys rotate), so clients are not kept; creating one is serialised.
+        client_creator = partial(self._create_client, region_name=region, config=config)
         fetcher = AssumeRoleCredentialFetcher(client_creator, source, role, extra_args=extra)
         return DeferredRefreshableCredentials(refresh_using=fetcher.fetch_credentials, method="assume-role")
+
+    def _create_client(self, service_name: str, **options: Any) -> Any:
+        session = self._botocore_session()
+        with self._client_lock:
+            return session.create_client(service_name, **options)
 
     def _botocore_session(self) -> Any:
         # Imported on first use, as signing is: botocore's session costs memory a server

@@ -50,7 +50,8 @@ class PredictionCounts:
             self.max_ms = ms
 
 
-# Models counted one by one; a request naming a model that does not exist (404) is not one.
+# Models counted one by one; only models that exist are (a request naming another is not
+# counted per model, so random ids cannot take these places).
 MAX_COUNTED_MODELS = 10_000
 
 
@@ -79,9 +80,10 @@ class Metrics:
     def http_request(self, route: str, method: str, status: int, seconds: float,
                      model_id: str | None = None) -> None:
         """One answered request; ``route`` is the route's template, so labels stay few.
-        A request naming a model on a predict route also counts as that model's prediction."""
+        ``model_id``, given once a predict route found the model, counts the request as
+        that model's prediction."""
         with self._lock:
-            if model_id is not None and "_predict" in route and status != 404:
+            if model_id is not None and "_predict" in route:
                 self._prediction(model_id, status >= 400, seconds * 1000)
             self._http_requests[(route, method, status)] += 1
             histogram = self._http_durations.get(route)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -24,7 +24,7 @@ from typing import Any, Callable
 from . import processing
 from .cluster import ClusterSettings
 from .connectors import Connector, UpstreamRequest, merge_parameters, render_request
-from .errors import BadRequest, MLStreamError, UpstreamError
+from .errors import BadRequest, MLStreamError, ShuttingDown, UpstreamError
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
 from .providers import dialect_for
@@ -41,6 +41,11 @@ RESPONSE_FILTER = "response_filter"
 # Upstream requests one predict call keeps in flight at most (also bounded by the
 # connector's max_connection and the fan-out pool).
 MAX_FANOUT = 16
+# Upstream requests one predict call may make in all: text_docs split one request per
+# document (bedrock.embedding) or per input_docs_processed_step_size documents, so at
+# most this many documents (times the step size) per call. Past it the call is refused
+# before anything is rendered or sent (a 10 MB body of empty strings would be millions).
+MAX_UPSTREAM_REQUESTS_PER_CALL = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,15 +100,16 @@ class Predictor:
     def close(self) -> None:
         self._fanout.shutdown(wait=False, cancel_futures=True)
 
-    def predict(self, model_id: str, body: Any, request_id: str = "",
-                algorithm: str | None = None) -> PredictResult:
+    def predict(self, model_id: str, body: Any, request_id: str = "", algorithm: str | None = None, *,
+                resolved: Callable[[], None] = lambda: None) -> PredictResult:
         """The model's answer in ml-commons' ``inference_results`` shape: built-in
         post-process functions give tensors, otherwise the provider's JSON as ``response``.
 
         ``algorithm`` (``remote``, ``text_embedding``, ``text_similarity``) is what the
-        caller named in the URL; None lets the body's fields decide.
+        caller named in the URL; None lets the body's fields decide. ``resolved`` is
+        called once the model was found.
         """
-        model, prepared = self._prepare_predict(model_id, body, request_id, algorithm)
+        model, prepared = self._prepare_predict(model_id, body, request_id, algorithm, resolved)
         try:
             answers = self._run(prepared, model.connector)
         except UpstreamError as error:
@@ -113,16 +119,24 @@ class Predictor:
         return PredictResult({"inference_results": [a.entry for a in answers]},
                              answers[-1].status, upstream_seconds)
 
-    def _prepare_predict(self, model_id: str, body: Any, request_id: str,
-                         algorithm: str | None) -> tuple[ResolvedModel, list[Prepared]]:
+    def _prepare_predict(self, model_id: str, body: Any, request_id: str, algorithm: str | None,
+                         resolved: Callable[[], None]) -> tuple[ResolvedModel, list[Prepared]]:
         given = processing.parse_predict_input(body, algorithm)
         model = self._registry.resolve(model_id)
+        resolved()
         connector = model.connector
         action = connector.action("predict")
         request_parameters = processing.escape_input_parameters(given.parameters)
         dataset = given.dataset
         size = (processing.chunk_size(action.pre_process_function, connector.parameters, len(dataset.docs))
                 if isinstance(dataset, processing.TextDocs) else 1)
+        if isinstance(dataset, processing.TextDocs):
+            requests = -(-len(dataset.docs) // size)
+            if requests > MAX_UPSTREAM_REQUESTS_PER_CALL:
+                raise BadRequest(
+                    f"[text_docs] has {len(dataset.docs)} documents, which this model sends as {requests} requests "
+                    f"({size} documents each); one predict call makes at most {MAX_UPSTREAM_REQUESTS_PER_CALL} "
+                    f"requests ({MAX_UPSTREAM_REQUESTS_PER_CALL * size} documents): split the input")
         prepared = []
         for chunk in processing.split_dataset(dataset, size):
             processed = processing.escape_input_parameters(
@@ -130,6 +144,7 @@ class Predictor:
             # ml-commons' order: the connector's, the request's, the function's, and the
             # request's again (RemoteConnectorExecutor: "always prioritize the input parameter").
             merged = {**connector.parameters, **processed, **request_parameters}
+            processing.check_response_filter(merged.get(RESPONSE_FILTER))
             prepared.append(self._checked(model, merged, request_id))
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
         return model, prepared
@@ -152,14 +167,20 @@ class Predictor:
                     failed.set()
                     raise
 
-        futures: list[Future] = [self._fanout.submit(lane, k) for k in range(1, lanes)]
+        try:
+            futures: list[Future] = [self._fanout.submit(lane, k) for k in range(1, lanes)]
+        except RuntimeError:  # the fan-out pool was shut down
+            raise _shutting_down() from None
         errors: list[BaseException] = []
         try:
             lane(0)
         except MLStreamError as error:
             errors.append(error)
         for future in futures:
-            error = future.exception()
+            try:
+                error = future.exception()
+            except CancelledError:  # shutdown cancelled a lane that had not started
+                error = _shutting_down()
             if error is not None:
                 errors.append(error)
         if errors:
@@ -178,7 +199,8 @@ class Predictor:
                          payload, prepared.parameters.get(RESPONSE_FILTER))
         return _Answer({"output": output, "status_code": response.status}, response.status, sent, done)
 
-    def open_stream(self, model_id: str, body: Any, request_id: str = "") -> "PendingStream":
+    def open_stream(self, model_id: str, body: Any, request_id: str = "", *,
+                    resolved: Callable[[], None] = lambda: None) -> "PendingStream":
         """Prepare relaying the model's answer: its channel, and the call that starts it.
 
         Raises before anything is started for bad input or a disabled stream setting;
@@ -186,7 +208,7 @@ class Predictor:
         """
         if not self._cluster.stream_enabled:
             raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
-        prepared = self._prepare(model_id, body, request_id)
+        prepared = self._prepare(model_id, body, request_id, resolved)
         connector = prepared.model.connector
         dialect = dialect_for(prepared.parameters, connector)
         call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters),
@@ -200,9 +222,10 @@ class Predictor:
                             allow_private=self._cluster.endpoint_policy.allow_private,
                             on_retry=self._metrics.upstream_retry)
 
-    def _prepare(self, model_id: str, body: Any, request_id: str) -> Prepared:
+    def _prepare(self, model_id: str, body: Any, request_id: str, resolved: Callable[[], None]) -> Prepared:
         given = processing.parse_predict_input(body, "remote")
         model = self._registry.resolve(model_id)
+        resolved()
         merged = merge_parameters(model.connector, processing.escape_input_parameters(given.parameters))
         prepared = self._checked(model, merged, request_id)
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
@@ -216,6 +239,10 @@ class Predictor:
         policy = self._cluster.endpoint_policy
         policy.check_literal_host(policy.check_url(request.url))
         return Prepared(model, merged, request)
+
+
+def _shutting_down() -> ShuttingDown:
+    return ShuttingDown("the server is shutting down: this call's upstream requests were cancelled")
 
 
 def _wait_uninterrupted(seconds: float) -> bool:
@@ -241,10 +268,8 @@ def _filtered(payload: bytes, response_filter: Any) -> Any:
         data = loads_json(payload)
     except ValueError:
         return {"response": payload.decode("utf-8", errors="replace")}
-    if response_filter is None:
+    if response_filter is None or not response_filter.strip():  # (its type checked before the call)
         return data if isinstance(data, dict) else {"response": data}
-    if not isinstance(response_filter, str):
-        raise BadRequest(f"[{RESPONSE_FILTER}] must be a JSONPath string")
     try:
         value = compile_path(response_filter).read(data)
     except PathNotFound:

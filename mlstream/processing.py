@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import BadRequest, PathNotFound, UpstreamError
+from .errors import BadRequest, JsonPathError, PathNotFound, UpstreamError
 from .jsonpath import compile_path
 
 __all__ = [
@@ -501,17 +501,34 @@ def data_type_from_filter(response_filter: str) -> str | None:
     return None
 
 
+def check_response_filter(response_filter: Any) -> None:
+    """A request's ``response_filter``, checked before the provider is called: absent,
+    blank (the function's own path, or the whole answer), or a valid JSONPath string."""
+    if response_filter is None:
+        return
+    if not isinstance(response_filter, str):
+        raise BadRequest("[response_filter] must be a JSONPath string")
+    if response_filter.strip():
+        try:
+            compile_path(response_filter)
+        except JsonPathError as error:
+            raise JsonPathError(f"[response_filter] {error.reason}") from None
+
+
 def post_process(function: str, answer: Any, response_filter: Any) -> list[Tensor]:
     """The tensors a built-in post-process function makes of the provider's parsed answer.
     A non-blank ``response_filter`` replaces the function's own path."""
     process, default_filter = POST_PROCESS_FUNCTIONS[function]
     if response_filter is not None and not isinstance(response_filter, str):
         raise BadRequest("[response_filter] must be a JSONPath string")
-    path = response_filter if response_filter and response_filter.strip() else default_filter
+    given = bool(response_filter and response_filter.strip())
+    path = response_filter if given else default_filter
     try:
         value = compile_path(path).read(answer)
     except PathNotFound:
-        raise BadRequest(f"[response_filter] {path} matches nothing in the provider's answer") from None
+        if given:  # the request's own filter
+            raise BadRequest(f"[response_filter] {path} matches nothing in the provider's answer") from None
+        raise _post_error(f"the answer has nothing at {path}, where {function} reads it") from None
     if value is None:
         raise _post_error("Can't run post process function as model output is null")
     return process(value, data_type_from_filter(path))

@@ -35,6 +35,7 @@ from .connectors import ClientConfig, Connector, UpstreamRequest
 from .endpoints import is_private, private_host_message
 from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .framing import MAX_HEAD_LINE, HeadLines
+from .redaction import redact
 from .retry import RetryPolicy, parse_retry_after, send_with_retries
 from .signing import sign_request
 from .speedups import raw_read1
@@ -342,8 +343,19 @@ class ProviderCall:
         """A non-2xx answer as our error, the provider's message redacted of credentials."""
         if payload is None:
             payload = self.read_body(response)
-        return error_from_response(response.status, payload, self.url,
-                                   [*self._connector.credential.values(), *self._signing_secrets], response.headers)
+        return error_from_response(response.status, payload, self.url, self._secrets(), response.headers)
+
+    def redacted(self, error: MLStreamError) -> MLStreamError:
+        """``error`` with this call's credentials taken out of its reason: a provider's
+        message inside a 2xx stream (an error event, an exception frame) may echo them."""
+        reason = redact(error.reason, self._secrets())
+        if reason != error.reason:
+            error.reason = reason
+            error.args = (reason,)
+        return error
+
+    def _secrets(self) -> list[str]:
+        return [*self._connector.credential.values(), *self._signing_secrets]
 
     def body_reader(self, response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
         """``read(size)``: what has arrived of the streamed body (b"" at its end),
@@ -439,22 +451,6 @@ def provider_message(body: bytes) -> str:
             if isinstance(doc.get(key), str):
                 return doc[key]
     return text[:500]
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret, and any prefix of it of 8 or more characters, with ***.
-
-    Providers echo keys in their error messages, some masked ("sk-abc***xyz"), some
-    cut after a prefix; longest first, so a full echo is replaced whole.
-    """
-    for secret in secrets:
-        if not secret or len(secret) < 4:
-            continue
-        text = text.replace(secret, "***")
-        for length in range(len(secret) - 1, 7, -1):
-            if secret[:length] in text:
-                text = text.replace(secret[:length], "***")
-    return text
 
 
 def _host(url: str) -> str:

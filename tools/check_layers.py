@@ -21,7 +21,7 @@ PACKAGE = ROOT / "mlstream"
 
 # Bottom to top; a pattern names modules (fnmatch on dotted names without "mlstream.").
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("", "errors", "speedups", "logs")),
+    ("foundation", ("", "errors", "speedups", "logs", "redaction")),
     ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
                                  "config", "endpoints", "connectors", "processing", "ratelimit", "signing",
                                  "retry")),

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError, UpstreamOverloaded, UpstreamTimeout
-from .common import JsonEventDecoder, ToolCall, counts, encode_body, json_object, json_object_body, text
+from .common import JsonEventDecoder, ToolCalls, counts, encode_body, json_object, json_object_body, text
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 
 # The usage the stream's final event carries: Anthropic's own names, as its non-stream
@@ -83,7 +83,7 @@ class AnthropicStreamDecoder(JsonEventDecoder):
         super().__init__()
         self._usage: dict[str, Any] = {}
         self._stop_reason: str | None = None
-        self._tools: dict[int, ToolCall] = {}
+        self._tools = ToolCalls()
 
     def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
         kind = value.get("type")
@@ -98,20 +98,21 @@ class AnthropicStreamDecoder(JsonEventDecoder):
                 piece = text(delta.get("thinking"))
                 return [Reasoning(piece)] if piece else ()
             if delta_type == "input_json_delta":
-                call = self._tools.get(index) if isinstance(index, int) else None
                 fragment = text(delta.get("partial_json"))
-                if call is not None and fragment is not None:
-                    call.fragments.append(fragment)
+                if isinstance(index, int) and fragment is not None:
+                    failure = self._tools.add(index, fragment)
+                    return [failure] if failure else ()
             return ()
         if kind == "content_block_start":
             block = json_object(value.get("content_block"))
             if block.get("type") == "tool_use" and isinstance(index, int):
-                self._tools[index] = ToolCall(text(block.get("id")), text(block.get("name")))
-            elif block.get("type") == "text" and text(block.get("text")):
+                failure = self._tools.start(index, text(block.get("id")), text(block.get("name")))
+                return [failure] if failure else ()
+            if block.get("type") == "text" and text(block.get("text")):
                 return [Delta(block["text"])]
             return ()
         if kind == "content_block_stop":
-            call = self._tools.pop(index, None) if isinstance(index, int) else None
+            call = self._tools.stop(index) if isinstance(index, int) else None
             if call is None:
                 return ()
             tool_input = call.input()

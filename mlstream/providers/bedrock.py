@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamTimeout
-from .common import ToolCall, count as _count, json_object as _object, text as _text
+from .common import ToolCall, ToolCalls, count as _count, json_object as _object, text as _text
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 from .eventstream import EventStreamDecoder, exception_of
 
@@ -76,7 +76,7 @@ class ConverseStreamDecoder(EventStreamDecoder):
     def __init__(self) -> None:
         super().__init__()
         self._stop_reason: str | None = None
-        self._tools: dict[int, ToolCall] = {}
+        self._tools = ToolCalls()
 
     def at_end(self) -> list[StreamItem]:
         if self._stop_reason is not None:  # messageStop came, metadata did not: still complete
@@ -112,17 +112,12 @@ class ConverseStreamDecoder(EventStreamDecoder):
             if reasoning:
                 return Reasoning(reasoning)
             tool_input = _object(delta.get("toolUse")).get("input")
-            call = self._tools.get(index)
-            if call is not None and isinstance(tool_input, str):
-                call.fragments.append(tool_input)
-            return None
+            return self._tools.add(index, tool_input) if isinstance(tool_input, str) else None
         if event == "contentBlockStart":
             tool = _object(_object(body.get("start")).get("toolUse"))
-            if tool:
-                self._tools[index] = ToolCall(_text(tool.get("toolUseId")), _text(tool.get("name")))
-            return None
+            return self._tools.start(index, _text(tool.get("toolUseId")), _text(tool.get("name"))) if tool else None
         if event == "contentBlockStop":
-            call = self._tools.pop(index, None)
+            call = self._tools.stop(index)
             return None if call is None else _tool_delta(call)
         if event == "messageStop":
             self._stop_reason = _text(body.get("stopReason"))

@@ -58,6 +58,13 @@ def parse_json(data: str | bytes) -> Any:
         return None
 
 
+# A stream's tool calls, bounded as a non-streaming answer is (upstream.MAX_RESPONSE_BYTES):
+# their JSON input fragments in all (characters, at most as many as bytes), and the calls
+# open at once (a block started and not yet stopped). Past either the provider is broken.
+MAX_TOOL_INPUT_CHARS = 32 * 1024 * 1024
+MAX_OPEN_TOOL_CALLS = 128
+
+
 @dataclass(slots=True)
 class ToolCall:
     """A tool call being streamed: its id and name first, its JSON input in fragments."""
@@ -74,6 +81,37 @@ class ToolCall:
             return Failure(UpstreamError(f"the provider's tool call {self.name} has an input that is not "
                                          "a JSON object"))
         return value
+
+
+class ToolCalls:
+    """One stream's tool calls, by content block index, from their start to their stop."""
+
+    def __init__(self) -> None:
+        self._open: dict[int, ToolCall] = {}
+        self._input_chars = 0
+
+    def start(self, index: int, call_id: str | None, name: str | None) -> Failure | None:
+        """Open a call; a Failure when too many are open."""
+        if index not in self._open and len(self._open) >= MAX_OPEN_TOOL_CALLS:
+            return Failure(UpstreamError(f"the provider opened more than {MAX_OPEN_TOOL_CALLS} tool calls at once"))
+        self._open[index] = ToolCall(call_id, name)
+        return None
+
+    def add(self, index: int, fragment: str) -> Failure | None:
+        """A fragment of an open call's input (ignored for no open call); a Failure past the bound."""
+        call = self._open.get(index)
+        if call is None:
+            return None
+        self._input_chars += len(fragment)
+        if self._input_chars > MAX_TOOL_INPUT_CHARS:
+            return Failure(UpstreamError(f"the provider's tool call input is longer than {MAX_TOOL_INPUT_CHARS} "
+                                         "characters"))
+        call.fragments.append(fragment)
+        return None
+
+    def stop(self, index: int) -> ToolCall | None:
+        """The finished call at ``index``, if one was open there."""
+        return self._open.pop(index, None)
 
 
 class JsonEventDecoder:

@@ -147,7 +147,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def predict(req: Request) -> Reply:
         algorithm = req.params.get("algorithm") or req.query.get("algorithm")
         result = predictor.predict(req.params["model_id"], _required(req.body), req.request_id,
-                                   algorithm)
+                                   algorithm, resolved=req.mark_model_resolved)
         if req.access is not None:
             req.access.upstream_status = result.upstream_status
         # What the gateway added, next to what the provider took (ms).
@@ -157,7 +157,8 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     @add("POST", f"{PREFIX}/models/{{model_id}}/_predict/stream", role="user")
     def predict_stream(req: Request) -> StreamReply:
-        return StreamReply(predictor.open_stream(req.params["model_id"], _required(req.body), req.request_id))
+        return StreamReply(predictor.open_stream(req.params["model_id"], _required(req.body), req.request_id,
+                                                 resolved=req.mark_model_resolved))
 
     # tasks
     add_search("task", "tasks")

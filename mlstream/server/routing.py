@@ -27,6 +27,12 @@ class Request:
     request_id: str = ""
     access: AccessRecord | None = None  # filled in as the request is handled
     connection: Any = None  # the client's socket, for the few routes that ask where it reached us
+    # Set by the predict routes once the URL's model was found: only then is the request
+    # counted as that model's prediction (random ids must not fill the per-model counts).
+    model_resolved: bool = False
+
+    def mark_model_resolved(self) -> None:
+        self.model_resolved = True
 
     def flag(self, name: str) -> bool:
         return query_flag(self.query, name)

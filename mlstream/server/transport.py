@@ -162,6 +162,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         path = (parts.path.rstrip("/") or "/") if parts.path.endswith("/") else parts.path
         self._access = AccessRecord(self.client_address[0], self.command, path, self._request_id)
         route_label = "unmatched"
+        request: Request | None = None
         front.in_flight.begin_request()
         try:
             query = dict(parse_qsl(parts.query, keep_blank_values=True)) if parts.query else {}
@@ -197,7 +198,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             duration = time.monotonic() - started
             self._access.duration_ms = duration * 1000
             front.metrics.http_request(route_label, self.command, self._access.status, duration,
-                                       self._access.model_id)
+                                       self._access.model_id if request is not None and request.model_resolved
+                                       else None)
             self._access.emit()
             front.in_flight.end_request()
 

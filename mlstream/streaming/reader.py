@@ -164,6 +164,8 @@ class BodyRelay:
             data = self._read(READ_SIZE)
             items = self._decoder.feed(data) if data else self._decoder.finish()
         for index, item in enumerate(items):
+            if isinstance(item, Failure):  # the provider's words, inside a 2xx stream
+                self._call.redacted(item.error)
             if here:
                 if not self._channel.put(item, 0):
                     if self._channel.cancelled:
@@ -184,6 +186,7 @@ class BodyRelay:
         channel = self._channel
         if channel.cancelled:
             return True
+        error = self._call.redacted(error)
         if not here:
             _put(channel, Failure(error), self._stall)
             return True

@@ -122,6 +122,7 @@ class FakeHandler(BaseHTTPRequestHandler):
             logger.debug("%s: %s %s", self.fake, self.address_string(), format % args)
 
     def dispatch(self) -> None:
+        self.fake.stats._request_started()
         try:
             self.serve()
         except (ConnectionError, TimeoutError) as exc:
@@ -129,6 +130,8 @@ class FakeHandler(BaseHTTPRequestHandler):
             if not self.fake._stopping.is_set():
                 self.fake.stats._add(client_disconnects=1)
             logger.debug("%s: client %s went away: %r", self.fake, self.address_string(), exc)
+        finally:
+            self.fake.stats._request_ended()
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = dispatch
 

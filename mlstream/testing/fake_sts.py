@@ -12,6 +12,9 @@ pointed at it (``AWS_ENDPOINT_URL_STS``, or ``endpoint_url``)::
         assert sts.stats.assume_role_calls == 1
 
 Errors are STS's XML (``AccessDenied`` 403 for a role not in ``roles``, when given).
+With ``echo_canonical_request`` a signature mismatch's message carries the canonical
+request, as AWS's ``SignatureDoesNotMatch`` does: the signed headers, among them
+``x-amz-security-token``.
 """
 
 from __future__ import annotations
@@ -64,7 +67,10 @@ class _Handler(FakeHandler):
                               session_token=fake.source_session_token)
         if not result.ok:
             fake.stats._add(refusals=1)
-            self._error(403, result.error_type or "SignatureDoesNotMatch", result.reason)
+            reason = result.reason
+            if fake.echo_canonical_request and result.canonical_request:
+                reason += f" The Canonical String for this request should have been '{result.canonical_request}'"
+            self._error(403, result.error_type or "SignatureDoesNotMatch", reason)
             return
         if form.get("Action") != "AssumeRole":
             self._error(400, "InvalidAction", f"Could not find operation {form.get('Action')}")
@@ -112,7 +118,8 @@ class FakeSTS(FakeServer):
     """STS on loopback. ``source_*``: the credentials a caller must sign with;
     ``issued``: the (access key, secret key, session token) handed out; ``roles``: the
     role ARNs that may be assumed (None: any); ``web_identity_token``: the token
-    AssumeRoleWithWebIdentity accepts (None: none)."""
+    AssumeRoleWithWebIdentity accepts (None: none); ``echo_canonical_request``: a
+    signature mismatch's message echoes the canonical request, as AWS's does."""
 
     handler = _Handler
     stats: FakeSTSStats
@@ -120,8 +127,9 @@ class FakeSTS(FakeServer):
     def __init__(self, *, issued: tuple[str, str, str], source_access_key: str = "AKIDFAKESOURCE",
                  source_secret_key: str = "fake-source-secret", source_session_token: str | None = None,
                  roles: frozenset[str] | None = None, region: str = "us-east-1", lifetime_seconds: int = 3600,
-                 web_identity_token: str | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+                 web_identity_token: str | None = None, echo_canonical_request: bool = False, host: str = "127.0.0.1", port: int = 0) -> None:
         self.web_identity_token = web_identity_token
+        self.echo_canonical_request = echo_canonical_request
         self.issued = issued
         self.source_access_key = source_access_key
         self.source_secret_key = source_secret_key

@@ -17,9 +17,10 @@ Stats = TypeVar("Stats", bound="CounterStats")
 
 
 class CounterStats:
-    """Counters named in ``COUNTERS`` (zeroed by ``reset``) plus the gauge
-    ``connections_open`` (left alone by ``reset``, so it stays true), and the
-    requests received, oldest first."""
+    """Counters named in ``COUNTERS`` (zeroed by ``reset``) plus the gauges
+    ``connections_open`` and ``requests_in_flight`` (left alone by ``reset``, so they
+    stay true), ``peak_requests_in_flight`` (the most requests ever being answered at
+    once; zeroed by ``reset``), and the requests received, oldest first."""
 
     COUNTERS: tuple[str, ...] = ()
 
@@ -27,6 +28,8 @@ class CounterStats:
         self._cond = threading.Condition()
         self._requests: list[Any] = []
         self.connections_open = 0
+        self.requests_in_flight = 0
+        self.peak_requests_in_flight = 0
         for name in self.COUNTERS:
             setattr(self, name, 0)
 
@@ -50,6 +53,7 @@ class CounterStats:
             self._requests.clear()
             for name in self.COUNTERS:
                 setattr(self, name, 0)
+            self.peak_requests_in_flight = self.requests_in_flight
             self._reset_extra()
             self._cond.notify_all()
 
@@ -66,6 +70,17 @@ class CounterStats:
             if len(self._requests) >= MAX_RECORDED_REQUESTS:
                 del self._requests[: len(self._requests) - MAX_RECORDED_REQUESTS + 1]
             self._requests.append(request)
+            self._cond.notify_all()
+
+    def _request_started(self) -> None:
+        with self._cond:
+            self.requests_in_flight += 1
+            self.peak_requests_in_flight = max(self.peak_requests_in_flight, self.requests_in_flight)
+            self._cond.notify_all()
+
+    def _request_ended(self) -> None:
+        with self._cond:
+            self.requests_in_flight -= 1
             self._cond.notify_all()
 
     def _add(self, **deltas: int) -> None:

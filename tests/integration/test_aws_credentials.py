@@ -139,3 +139,35 @@ def test_one_key_without_the_other_is_a_400(client, bedrock):
     reply = client.call("POST", "/_plugins/_ml/connectors/_create",
                         keyless_connector(bedrock, access_key=bedrock.access_key))
     assert reply.status == 400 and "go together" in reply.body["error"]["reason"]
+
+
+def test_an_sts_error_echoing_the_signed_request_is_redacted(monkeypatch, client, role_bedrock):
+    # AWS's SignatureDoesNotMatch message quotes the canonical request, and with it the
+    # source credentials' session token; nor may any other secret of the connector pass.
+    source_token = "FwoGZXIvYXdzSOURCESESSIONTOKEN0123456789"
+    with FakeSTS(issued=TEMPORARY, source_access_key=SOURCE[0], source_secret_key="not-the-connector-secret",
+                 source_session_token=source_token, echo_canonical_request=True) as sts:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.url)
+        refused = stream(client, client.model_for(keyless_connector(
+            role_bedrock, access_key=SOURCE[0], secret_key=SOURCE[1], session_token=source_token, roleArn=ROLE)))
+        assert sts.stats.refusals >= 1
+    assert refused.status == 403
+    reason = json.loads(refused.body)["error"]["reason"]
+    assert "InvalidSignatureException" in reason and "Canonical String" in reason
+    assert "x-amz-security-token:***" in reason
+    for secret in (source_token, SOURCE[1]):
+        assert secret[:8].encode() not in refused.body
+
+
+def test_the_sts_region_may_come_from_the_credential(monkeypatch, client):
+    # AwsConnector.java: the region is the parameters', else the credential's.
+    access_key, secret_key, token = TEMPORARY
+    with FakeBedrock(access_key=access_key, secret_key=secret_key, session_token=token, region="eu-west-1") as fake, \
+            FakeSTS(issued=TEMPORARY, source_access_key=SOURCE[0], source_secret_key=SOURCE[1],
+                    region="eu-west-1") as sts:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.url)
+        connector = keyless_connector(fake, access_key=SOURCE[0], secret_key=SOURCE[1], roleArn=ROLE,
+                                      region="eu-west-1")
+        del connector["parameters"]["region"]
+        assert_streams(client, client.model_for(connector))
+        assert sts.stats.refusals == 0 and sts.stats.assume_role_calls == 1

@@ -11,12 +11,13 @@ docs/remote_inference_blueprints/ of opensearch-project/ml-commons unless said.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
+from mlstream.predict import MAX_UPSTREAM_REQUESTS_PER_CALL
 from mlstream.server.app import Server
 from mlstream.testing.embeddings import fake_relevance, fake_vector, quantized
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock
@@ -290,11 +291,50 @@ def test_bedrock_requests_of_one_call_run_at_most_max_connection_at_once(bedrock
     connector["actions"][0]["headers"]["X-Fake-First-Delay-Ms"] = "100"
     model_id = api.model_for(connector)
     docs = [f"doc {i}" for i in range(6)]
-    started = time.monotonic()
+    bedrock.stats.reset()
     answer = predict(api, model_id, {"text_docs": docs})
-    # six 100 ms answers, two at a time, cannot take less than 300 ms
-    assert time.monotonic() - started >= 0.3
     assert [r["output"] for r in answer["inference_results"]] == [[embedding(d, 1536)] for d in docs]
+    # six 100 ms answers: run two at a time, never more (nor one after another)
+    assert len(bedrock.stats.requests) == 6
+    assert bedrock.stats.peak_requests_in_flight == 2
+
+
+def test_bedrock_requests_of_one_call_are_bounded(bedrock: FakeBedrock, api: Client) -> None:
+    # One request per document: 1025 documents would be 1025 requests; nothing is sent.
+    model_id = api.model_for(titan_connector(bedrock))
+    reply = api.call("POST", f"/_plugins/_ml/models/{model_id}/_predict",
+                     {"text_docs": [""] * (MAX_UPSTREAM_REQUESTS_PER_CALL + 1)})
+    assert reply.status == 400, reply.body
+    assert "at most 1024 requests (1024 documents)" in reply.body["error"]["reason"]
+    assert bedrock.stats.requests == []
+    # the step size sets how many documents that is
+    model_id = api.model_for(titan_connector(bedrock, input_docs_processed_step_size=2))
+    reply = api.call("POST", f"/_plugins/_ml/models/{model_id}/_predict",
+                     {"text_docs": ["d"] * (2 * MAX_UPSTREAM_REQUESTS_PER_CALL + 1)})
+    assert reply.status == 400 and "(2048 documents)" in reply.body["error"]["reason"], reply.body
+    assert bedrock.stats.requests == []
+
+
+def test_a_split_predict_cut_short_by_shutdown_is_a_503(bedrock: FakeBedrock,
+                                                        make_server: Callable[..., Server]) -> None:
+    # One fan-out worker: the first call's second request takes it, the second call's waits.
+    server = make_server(trusted_endpoints=(AWS_ROOT_TRUST,), stream_workers=1)
+    api = Client(server.url)
+    connector = titan_connector(bedrock)
+    connector["client_config"] = {"max_connection": 2}
+    connector["actions"][0]["headers"]["X-Fake-First-Delay-Ms"] = "300"
+    model_id = api.model_for(connector)
+    path = f"/_plugins/_ml/models/{model_id}/_predict"
+    with ThreadPoolExecutor(max_workers=2) as callers:
+        first = callers.submit(api.call, "POST", path, {"text_docs": ["a", "b"]})
+        assert bedrock.stats.wait_for(lambda stats: stats.requests_in_flight == 2)
+        second = callers.submit(api.call, "POST", path, {"text_docs": ["c", "d"]})
+        assert bedrock.stats.wait_for(lambda stats: stats.requests_in_flight == 3)
+        server.app.predictor.close()  # as on shutdown: the waiting request is cancelled
+        assert first.result().status == 200
+        cut = second.result()
+    assert cut.status == 503, cut.body
+    assert "shutting down" in cut.body["error"]["reason"]
 
 
 def test_bedrock_one_failed_document_fails_the_call(bedrock: FakeBedrock, api: Client) -> None:

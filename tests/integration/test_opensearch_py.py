@@ -215,3 +215,17 @@ def test_predict_model_stream_needs_an_event_stream_serializer(client, server, m
     maps = [e["inference_results"][0]["output"][0]["dataAsMap"] for e in events]
     assert "".join(m["content"] for m in maps) == DEFAULT_TEXT and maps[-1]["is_last"] is True
     streaming.close()
+
+
+def test_predictions_for_models_that_do_not_exist_are_not_counted_per_model(client, model_id):
+    # A bad body (400) or none at all (404) for a random id: neither takes a per-model place.
+    for number in range(3):
+        with pytest.raises(RequestError):
+            client.plugins.ml.predict_model(model_id=f"no-such-model-{number}", body={"parameters": []})
+        with pytest.raises(NotFoundError):
+            client.plugins.ml.predict_model(model_id=f"no-such-model-{number}", body=PREDICT)
+    with pytest.raises(RequestError):  # a bad body for a model that exists counts, as a failure
+        client.plugins.ml.predict_model(model_id=model_id, body={"parameters": {"no_messages": 1}})
+    node = client.plugins.ml.get_stats()["nodes"]["mlstream"]
+    assert set(node["models"]) == {model_id}
+    assert node["models"][model_id]["predict"] == {"ml_action_request_count": 1, "ml_action_failure_count": 1}

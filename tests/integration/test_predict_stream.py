@@ -171,6 +171,17 @@ def test_response_filter_on_predict(server, fake):
     assert set(whole["inference_results"][0]["output"][0]["dataAsMap"]) >= {"prompt_tokens", "completion_tokens"}
 
 
+def test_a_bad_response_filter_is_refused_before_the_provider_is_called(server, fake):
+    client = Client(server.url)
+    model_id = client.model_for(openai_connector(fake))
+    for response_filter in (["$.usage"], 7, "$[", "usage[?"):
+        reply = client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict",
+                            {"parameters": {"messages": SEED_MESSAGES, "response_filter": response_filter}})
+        assert reply.status == 400, (response_filter, reply.body)
+        assert "[response_filter]" in reply.body["error"]["reason"], reply.body
+    assert fake.stats.requests == []
+
+
 # --- failures: a proper status before the first byte, a final error event after ----------
 
 def test_upstream_401_before_any_byte_is_a_401_json(server, fake):

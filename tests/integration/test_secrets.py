@@ -95,9 +95,11 @@ def planted_fake(secret) -> Iterator[FakeOpenAI]:
 
 class EchoProvider:
     """A provider that answers every call with an error echoing the Authorization header
-    and the query string in full (some real providers are that careless)."""
+    and the query string in full (some real providers are that careless). With
+    ``status`` 200 the error is an Anthropic ``error`` event inside the stream, after
+    ``text_before`` when given."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, text_before: str = "") -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -108,9 +110,17 @@ class EchoProvider:
                 outer.calls += 1
                 message = (f"invalid key {self.headers.get('Authorization')} for {self.path}; "
                            f"x-api-key={self.headers.get('x-api-key')}")
-                body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+                error = {"message": message, "type": "invalid_request_error"}
+                if status == 200:
+                    delta = {"type": "content_block_delta", "index": 0,
+                             "delta": {"type": "text_delta", "text": text_before}}
+                    events = [("content_block_delta", delta)] if text_before else []
+                    events.append(("error", {"type": "error", "error": error}))
+                    body = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+                else:
+                    body = json.dumps({"error": error}).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/event-stream" if status == 200 else "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -384,6 +394,23 @@ def test_a_provider_error_echoing_the_whole_key_is_redacted(client, secret, echo
     assert predict.body["error"]["reason"], predict.body
     assert_no_secret(json.dumps(predict.body), secret)
     assert stream.status == predict.status, stream.body
+    assert_no_secret(stream.body, secret)
+
+
+@pytest.mark.parametrize("text_before", ["", "Hello"])
+def test_a_provider_error_event_inside_a_200_stream_is_redacted(client, secret, text_before):
+    provider = EchoProvider(200, text_before)
+    try:
+        connector = echo_connector(provider.port, secret)
+        connector["actions"][0]["url"] = "http://${parameters.endpoint}/v1/messages?key=${credential.openAI_key}"
+        model_id = client.model_for(connector)
+        body = stream_body(_llm_interface="anthropic/v1/messages")
+        stream = raw_request(client.base_url, "POST", f"{ML}/models/{model_id}/_predict/stream",
+                             json.dumps(body).encode())
+    finally:
+        provider.close()
+    assert provider.calls == 1
+    assert b"invalid key Bearer" in stream.body and b"***" in stream.body, stream.body
     assert_no_secret(stream.body, secret)
 
 

@@ -311,7 +311,11 @@ def test_every_ml_commons_post_process_name_is_built_in() -> None:
 POST_ERRORS = [
     ("openai-not-vectors", POST + "openai.embedding", {"data": [{"embedding": "abc"}]}, None, UpstreamError),
     ("bedrock-not-list", POST + "bedrock.embedding", {"embedding": {"a": 1}}, None, UpstreamError),
-    ("path-missing", POST + "bedrock.embedding", {"vector": [1]}, None, BadRequest),
+    # the provider's answer is not what the function reads: the provider's fault, 502
+    ("default-path-missing", POST + "bedrock.embedding", {"vector": [1]}, None, UpstreamError),
+    ("blank-filter-path-missing", POST + "bedrock.embedding", {"vector": [1]}, " ", UpstreamError),
+    # the request's own filter matching nothing: the request's fault, 400
+    ("filter-missing", POST + "bedrock.embedding", {"vector": [1]}, "$.embedding", BadRequest),
     ("rerank-missing-score", POST + "cohere.rerank", {"results": [{"index": 0}]}, None, UpstreamError),
     ("rerank-partial", POST + "cohere.rerank",
      {"results": [{"index": 0, "relevance_score": 0.5}, {"index": 0, "relevance_score": 0.4}]}, None, UpstreamError),

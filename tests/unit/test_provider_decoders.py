@@ -7,6 +7,8 @@ import json
 import pytest
 
 from mlstream.errors import UpstreamError
+from mlstream.providers import common
+from mlstream.providers.common import MAX_OPEN_TOOL_CALLS
 from mlstream.providers.anthropic import AnthropicStreamDecoder
 from mlstream.providers.bedrock import ConverseStreamDecoder
 from mlstream.providers.gemini import GeminiStreamDecoder
@@ -340,3 +342,48 @@ def test_lmi_line_past_the_bound_is_a_failure(monkeypatch):
     data = encode_payload_part(b"x" * 1001)
     items = feed_all(SageMakerStreamDecoder(LMIStreamDecoder()), data, [])
     assert len(items) == 1 and "malformed" in items[0].error.reason
+
+
+# --- tool calls are bounded: how many are open at once, and their input in all -----------
+
+def anthropic_tool_start(index: int) -> bytes:
+    return anthropic_event("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
+        "type": "tool_use", "id": f"toolu_{index}", "name": "lookup", "input": {}}})
+
+
+def anthropic_tool_input(index: int, fragment: str) -> bytes:
+    return anthropic_event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                   "delta": {"type": "input_json_delta", "partial_json": fragment}})
+
+
+def bedrock_tool_start(index: int) -> bytes:
+    return encode_event("contentBlockStart", {"start": {"toolUse": {"toolUseId": f"t{index}", "name": "lookup"}},
+                                              "contentBlockIndex": index})
+
+
+def bedrock_tool_input(index: int, fragment: str) -> bytes:
+    return encode_event("contentBlockDelta", {"delta": {"toolUse": {"input": fragment}}, "contentBlockIndex": index})
+
+
+TOOL_DIALECTS = [(AnthropicStreamDecoder, anthropic_tool_start, anthropic_tool_input),
+                 (ConverseStreamDecoder, bedrock_tool_start, bedrock_tool_input)]
+
+
+@pytest.mark.parametrize("decoder, start, _", TOOL_DIALECTS, ids=["anthropic", "bedrock"])
+def test_too_many_open_tool_calls_end_the_stream(decoder, start, _):
+    at_bound = b"".join(start(index) for index in range(MAX_OPEN_TOOL_CALLS))
+    assert feed_all(decoder(), at_bound, [])[:-1] == []  # (the last item: the stream ended early)
+    items = decoder().feed(at_bound + start(MAX_OPEN_TOOL_CALLS) + start(MAX_OPEN_TOOL_CALLS + 1))
+    assert len(items) == 1 and isinstance(items[0], Failure), items
+    assert items[0].error.http_status == 502 and "more than 128 tool calls" in items[0].error.reason
+
+
+@pytest.mark.parametrize("decoder, start, add", TOOL_DIALECTS, ids=["anthropic", "bedrock"])
+def test_tool_call_input_past_the_bound_ends_the_stream(monkeypatch, decoder, start, add):
+    monkeypatch.setattr(common, "MAX_TOOL_INPUT_CHARS", 100)
+    # two calls: the bound is on a stream's tool input in all, not per call
+    data = start(0) + add(0, "x" * 60) + start(1) + add(1, "y" * 40)
+    assert decoder().feed(data) == []
+    items = decoder().feed(data + add(1, "z") + add(1, "more"))
+    assert len(items) == 1 and isinstance(items[0], Failure), items
+    assert items[0].error.http_status == 502 and "longer than 100 characters" in items[0].error.reason
