@@ -1,7 +1,8 @@
 """Painless tokens, after OpenSearch's ``modules/lang-painless/src/main/antlr/PainlessLexer.g4``.
 
 Pure. Differences on purpose: a ``//`` comment may end the text without a newline, and
-space is allowed after a ``.``; regex literals are not tokens (``/`` is division).
+space is allowed after a ``.``; a regex literal (a ``/`` where a value is expected, the
+grammar's ``isSlashRegex``) is refused as an unsupported construct.
 """
 
 from __future__ import annotations
@@ -99,11 +100,24 @@ def tokenize(source: str) -> list[Token]:
             i, line, line_start = _string(source, i, line, line_start, column, tokens)
         else:
             op = next((op for op in _OPERATORS if source.startswith(op, i)), None)
+            if op == "/" and not source.startswith("/=", i) and not _ends_value(tokens):
+                # where a value is expected, Painless reads '/' as the start of a regex
+                raise ScriptError(f"Painless construct not supported at line {line}, column {column}: "
+                                  "regex literal")
             if op is None:
                 raise _error(line, column, f"unexpected character {c!r}")
             tokens.append(Token("op", op, line, column))
             i += len(op)
             after_dot = op in (".", "?.")
+
+
+def _ends_value(tokens: list[Token]) -> bool:
+    if not tokens:
+        return False
+    last = tokens[-1]
+    if last.kind == "op":
+        return last.text in (")", "]", "++", "--")
+    return last.kind != "keyword" or last.text in ("true", "false", "null", "this")
 
 
 def _skip(source: str, i: int, allowed: str) -> int:

@@ -53,7 +53,7 @@ from .values import JFloat, JLong
 
 __all__ = ["MAX_NESTING", "parse"]
 
-MAX_NESTING = 64   # nested blocks and parenthesised expressions: deeper is refused, not recursed
+MAX_NESTING = 32   # nested blocks and parenthesised expressions: deeper is refused, not recursed
 
 _ASSIGN_OPS = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "&=", "^=", "|=", "<<=", ">>=", ">>>="})
 # Binary operators by precedence, lowest first (PainlessParser.g4 lists them highest first).
@@ -424,6 +424,8 @@ class _Parser:
     def chain(self) -> Expr:
         tok = self.tok
         if tok.kind == "type":
+            if self.peek().text == "::":
+                raise self.unsupported("method reference", self.peek())
             if self.peek().text not in (".", "?."):
                 raise self.error(f"type {tok.text} used where a value is expected")
             self.take()
