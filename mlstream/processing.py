@@ -622,10 +622,13 @@ def _pre_process_script(script: Script, dataset: Dataset) -> dict[str, Any]:
     return {name: value if isinstance(value, str) else _gson_text(value) for name, value in parameters.items()}
 
 
-def _java_int(text: str) -> int:
+def _java_int(text: str) -> int | float:
     # Jackson reads an integer as an Integer, or a Long when it does not fit in 32 bits
+    # (past 64 bits a BigInteger, which a script can only print: read here as a double)
     value = int(text)
-    return value if -2**31 <= value < 2**31 else JLong(value)
+    if -2**31 <= value < 2**31:
+        return value
+    return JLong(value) if -2**63 <= value < 2**63 else float(value)
 
 
 def post_process_script(function: str, parameters: Mapping[str, Any], payload: bytes) -> list[Tensor] | None:

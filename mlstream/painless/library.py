@@ -70,6 +70,14 @@ class Budget:
         return text
 
 
+def map_key(key: Any) -> Any:
+    """A value usable as a Map key here: Lists and Maps are not (their Java hash follows
+    their contents, which this interpreter does not track)."""
+    if type(key) in (list, dict, JArray):
+        raise Fault("IllegalArgumentException", f"a [{type_name(key)}] cannot be a Map key in a script")
+    return key
+
+
 def _npe(what: str) -> Fault:
     return Fault("NullPointerException", what)
 
@@ -280,7 +288,7 @@ _LIST: dict[tuple[str, int], Callable[..., Any]] = {
 
 
 def _map_put(budget: Budget, m: dict, key: Any, value: Any) -> Any:
-    old = m.get(key)
+    old = m.get(map_key(key))
     if key not in m:
         budget.charge(1)
     m[key] = value
@@ -296,13 +304,13 @@ def _map_put_all(budget: Budget, m: dict, other: Any) -> None:
 _MAP: dict[tuple[str, int], Callable[..., Any]] = {
     ("size", 0): lambda b, m: len(m),
     ("isEmpty", 0): lambda b, m: not m,
-    ("get", 1): lambda b, m, k: m.get(k),
-    ("getOrDefault", 2): lambda b, m, k, d: m.get(k, d),
+    ("get", 1): lambda b, m, k: m.get(map_key(k)),
+    ("getOrDefault", 2): lambda b, m, k, d: m.get(map_key(k), d),
     ("put", 2): lambda b, m, k, v: _map_put(b, m, k, v),
     ("putAll", 1): lambda b, m, o: _map_put_all(b, m, o),
-    ("containsKey", 1): lambda b, m, k: k in m,
+    ("containsKey", 1): lambda b, m, k: map_key(k) in m,
     ("containsValue", 1): lambda b, m, v: any(equals(x, v) for x in m.values()),
-    ("remove", 1): lambda b, m, k: m.pop(k, None),
+    ("remove", 1): lambda b, m, k: m.pop(map_key(k), None),
     ("clear", 0): lambda b, m: m.clear(),
     ("keySet", 0): lambda b, m: (b.charge(len(m)), list(m))[1],
     ("values", 0): lambda b, m: (b.charge(len(m)), list(m.values()))[1],

@@ -73,6 +73,7 @@ Frame = list            # slot 0: the Budget; then the function's variables
 Eval = Callable[[Frame], Any]
 Exec = Callable[[Frame], Any]   # None, BREAK, CONTINUE or a _Returned
 
+INTERNAL = "an operation this interpreter does not support on these values"
 BREAK = object()
 CONTINUE = object()
 
@@ -154,6 +155,11 @@ class CompiledScript:
             raise ScriptError(f"Painless script stopped at line {budget.line}: {spent}") from None
         except RecursionError:
             raise ScriptError(f"Painless script stopped at line {budget.line}: nested too deeply") from None
+        except (TypeError, ValueError, ArithmeticError, LookupError) as error:
+            # A value combination the whitelist does not foresee: still the script's error,
+            # never a traceback (the fuzz tests look for this message and fail on it).
+            raise ScriptError(f"Painless runtime error at line {budget.line}: {INTERNAL} "
+                              f"({type(error).__name__})") from None
         if isinstance(outcome, _Returned):
             return outcome.value
         return outcome
@@ -452,7 +458,7 @@ class _Compiler:
 
         def make_map(frame: Frame) -> dict:
             frame[0].charge(len(entries))
-            return {key(frame): value(frame) for key, value in entries}
+            return {library.map_key(key(frame)): value(frame) for key, value in entries}
         return make_map
 
     def e_NewObject(self, node: NewObject) -> Eval:
@@ -768,7 +774,7 @@ def _index_get(container: Any, index: Any) -> Any:
     if kind is list or kind is JArray:
         return container[_list_position(container, index)]
     if kind is dict:
-        return container.get(index)
+        return container.get(library.map_key(index))
     if container is None:
         raise Fault("NullPointerException", "Cannot read an element of a null value")
     raise Fault("IllegalArgumentException", f"Cannot read an element of [{type_name(container)}] with []")
@@ -786,7 +792,7 @@ def _index_set(budget: Budget, container: Any, index: Any, value: Any) -> Any:
         container[_list_position(container, index)] = value
         return value
     if kind is dict:
-        if index not in container:
+        if library.map_key(index) not in container:
             budget.charge(1)
         container[index] = value
         return value
