@@ -40,7 +40,8 @@ from typing import Any
 from .errors import BadRequest, PathNotFound, ScriptError, UpstreamError
 from .jsonpath import compile_path
 from .painless import Script, compile_script
-from .painless.values import JLong, double_to_string
+from .painless.values import double_to_string
+from .speedups import loads_json
 
 __all__ = [
     "POST_PROCESS_FUNCTIONS",
@@ -50,12 +51,12 @@ __all__ = [
     "TextSimilarity",
     "check_function_name",
     "chunk_size",
-    "is_script",
-    "post_process_script",
     "data_type_from_filter",
     "escape_input_parameters",
+    "is_script",
     "parse_predict_input",
     "post_process",
+    "post_process_script",
     "pre_process",
 ]
 
@@ -622,15 +623,6 @@ def _pre_process_script(script: Script, dataset: Dataset) -> dict[str, Any]:
     return {name: value if isinstance(value, str) else _gson_text(value) for name, value in parameters.items()}
 
 
-def _java_int(text: str) -> int | float:
-    # Jackson reads an integer as an Integer, or a Long when it does not fit in 32 bits
-    # (past 64 bits a BigInteger, which a script can only print: read here as a double)
-    value = int(text)
-    if -2**31 <= value < 2**31:
-        return value
-    return JLong(value) if -2**63 <= value < 2**63 else float(value)
-
-
 def post_process_script(function: str, parameters: Mapping[str, Any], payload: bytes) -> list[Tensor] | None:
     """The tensors a post-process script makes of the provider's answer, or None when the
     script returns null (ml-commons then reads the answer as if there were no function).
@@ -640,7 +632,9 @@ def post_process_script(function: str, parameters: Mapping[str, Any], payload: b
     (``ModelTensor.parser``); other text is the ``response`` of one tensor."""
     script = script_for(function, parameters)
     try:
-        answer = json.loads(payload, parse_int=_java_int)
+        # Jackson reads a JSON integer as an Integer, or a Long past 32 bits: the
+        # interpreter treats an int past 32 bits as a long (``operators.is_long``).
+        answer = loads_json(payload)
     except (ValueError, RecursionError):
         raise UpstreamError("post_process_function cannot read the model's answer: it is not JSON",
                             kind="answer") from None
@@ -657,7 +651,7 @@ def post_process_script(function: str, parameters: Mapping[str, Any], payload: b
     parsed: Any = None
     if stripped[:1] in ("{", "["):
         try:
-            parsed = json.loads(stripped)
+            parsed = loads_json(stripped)
         except (ValueError, RecursionError):
             parsed = None
     if isinstance(parsed, dict):
@@ -687,7 +681,7 @@ def _script_tensor(item: Any) -> Tensor:
         tensor["shape"] = [int(n) for n in shape]
     data = item.get("data")
     if data_type is not None and isinstance(data, list) and data:
-        if not all(_is_number(n) for n in data):
+        if not set(map(type, data)) <= {int, float}:
             raise ScriptError("post_process_function returned a tensor whose data is not a list of numbers")
         tensor["data"] = data
     if isinstance(item.get("result"), str):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from .operators import Fault, equals, is_number
+from .operators import Fault, equals, is_long, is_number
 from .values import (
     JArray,
     JException,
@@ -695,7 +695,7 @@ def coerce(value: Any, type_: str, dims: int = 0, where: str = "") -> Any:
     if type_ == "String":
         return value if kind is str or value is None else _cast_error(value, type_, where)
     if type_ in ("int", "short", "byte", "Integer", "Short", "Byte"):
-        if kind is int:
+        if kind is int and -2**31 <= value < 2**31:
             return value
     elif type_ in ("long", "Long"):
         if kind is int or kind is JLong:
@@ -770,11 +770,11 @@ def is_instance(value: Any, type_: str, dims: int) -> bool:
         return False
     kind = type(value)
     if type_ in ("int", "Integer", "short", "byte", "Short", "Byte"):
-        return kind is int
+        return kind is int and not is_long(value)
     if type_ in ("double", "Double"):
         return kind is float
     if type_ in ("long", "Long"):
-        return kind is JLong
+        return is_long(value)
     if type_ in ("float", "Float"):
         return kind is JFloat
     return True

@@ -26,6 +26,13 @@ def is_number(value: Any) -> bool:
     return type(value) in _NUMBERS
 
 
+def is_long(value: Any) -> bool:
+    """A ``long``: a ``JLong``, or a plain int past 32 bits (a JSON number Jackson would
+    read as a Long; an ``int`` result always wraps back into 32 bits)."""
+    kind = type(value)
+    return kind is JLong or (kind is int and not -2**31 <= value < 2**31)
+
+
 def _kind(a: Any, b: Any, op: str) -> str:
     """Binary numeric promotion: "d" double, "f" float, "l" long, "i" int."""
     ta, tb = type(a), type(b)
@@ -35,7 +42,7 @@ def _kind(a: Any, b: Any, op: str) -> str:
         return "d"
     if ta is JFloat or tb is JFloat:
         return "f"
-    if ta is JLong or tb is JLong:
+    if is_long(a) or is_long(b):
         return "l"
     return "i"
 
@@ -93,7 +100,7 @@ def _bits(op: str, a: Any, b: Any) -> Any:
         return (a and b) if op == "&" else (a or b) if op == "|" else (a != b)
     if ta not in (int, JLong) or tb not in (int, JLong):
         raise Fault("ClassCastException", f"Cannot apply [{op}] to types [{type_name(a)}] and [{type_name(b)}]")
-    kind = "l" if JLong in (ta, tb) else "i"
+    kind = "l" if is_long(a) or is_long(b) else "i"
     x, y = int(a), int(b)
     return _integral(kind, x & y if op == "&" else x | y if op == "|" else x ^ y)
 
@@ -102,7 +109,7 @@ def _shift(op: str, a: Any, b: Any) -> Any:
     ta = type(a)
     if ta not in (int, JLong) or type(b) not in (int, JLong):
         raise Fault("ClassCastException", f"Cannot apply [{op}] to types [{type_name(a)}] and [{type_name(b)}]")
-    width = 64 if ta is JLong else 32
+    width = 64 if is_long(a) else 32
     distance = int(b) & (width - 1)
     x = int(a)
     kind = "l" if width == 64 else "i"

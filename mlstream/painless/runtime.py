@@ -725,7 +725,7 @@ def _plus(budget: Budget, a: Any, b: Any) -> Any:
     ta, tb = type(a), type(b)
     if ta is str or tb is str:
         return budget.string((a if ta is str else java_string(a)) + (b if tb is str else java_string(b)))
-    if ta is int and tb is int:
+    if ta is int and tb is int and -_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT:
         return wrap_int(a + b)
     return binary("+", a, b)
 
@@ -738,11 +738,14 @@ def _compound(budget: Budget, op: str, old: Any, value: Any) -> Any:
     return binary(op, old, value)
 
 
+_INT_LIMIT = 2**31
+
+
 def _unary(op: str, value: Any) -> Any:
     kind = type(value)
     if op == "-":
         if kind is int:
-            return wrap_int(-value)
+            return wrap_int(-value) if -_INT_LIMIT <= value < _INT_LIMIT else wrap_long(-value)
         if kind is JLong:
             return wrap_long(-value)
         if kind is float:
@@ -754,7 +757,7 @@ def _unary(op: str, value: Any) -> Any:
             return value
     elif op == "~":
         if kind is int:
-            return ~value
+            return ~value   # ~x stays within x's own width
         if kind is JLong:
             return JLong(~value)
     raise Fault("ClassCastException", f"Cannot apply [{op}] to type [{type_name(value)}]")

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from ..speedups import dumps_json
+
 __all__ = ["JArray", "JException", "JFloat", "JLong", "JStringBuilder", "double_to_string",
            "float_to_string", "java_string", "type_name", "wrap_int", "wrap_long"]
 
@@ -129,6 +131,23 @@ def float_to_string(value: float) -> str:
     return _java_form(text, value)
 
 
+def _redo(token: str) -> str:
+    return double_to_string(float(token))
+
+
+def _double_list_string(values: list[float]) -> str:
+    """``List<Double>.toString()``. The compact JSON of the list (orjson when installed)
+    has Java's shortest digits; only the numbers below 1e-3 (``0.00095``, ``1e-7``: Java
+    writes ``9.5E-4``, ``1.0E-7``) are printed again. A list with a non-finite number or
+    one past 1e7 is printed number by number."""
+    text = dumps_json(values).decode()
+    if "N" in text or "I" in text or "n" in text or max(map(abs, values)) >= 1e7:
+        return "[" + ", ".join(map(double_to_string, values)) + "]"
+    if "0.000" not in text and "e" not in text:
+        return text.replace(",", ", ")
+    return "[" + ", ".join([_redo(t) if "0.000" in t or "e" in t else t for t in text[1:-1].split(",")]) + "]"
+
+
 def java_string(value: Any) -> str:
     """``String.valueOf(value)``: what ``+`` and ``append`` make of a value."""
     kind = type(value)
@@ -143,8 +162,8 @@ def java_string(value: Any) -> str:
     if value is None:
         return "null"
     if kind is list:
-        if value and all(type(v) is float for v in value):
-            return "[" + ", ".join(map(double_to_string, value)) + "]"
+        if value and set(map(type, value)) == {float}:
+            return _double_list_string(value)
         return "[" + ", ".join(map(java_string, value)) + "]"
     if kind is dict:
         return "{" + ", ".join(f"{java_string(k)}={java_string(v)}" for k, v in value.items()) + "}"
@@ -177,6 +196,8 @@ def _big_decimal_string(value: Decimal) -> str:
 def type_name(value: Any) -> str:
     """The Java class name of a value, for error messages."""
     kind = type(value)
+    if kind is int and not -2**31 <= value < 2**31:
+        return "Long"
     return _TYPE_NAMES.get(kind, kind.__name__) if value is not None else "null"
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from mlstream.errors import ScriptError
 from mlstream.painless import Limits, compile_script
 from mlstream.painless.runtime import INTERNAL
+from mlstream.painless.values import double_to_string, java_string
 from mlstream.processing import post_process_script
 
 FUZZ = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow], max_examples=300)
@@ -105,3 +106,10 @@ def test_json_answers_print(answer: Any) -> None:
         assert type(error).__name__ == "BadRequest", error   # a scalar answer
         return
     assert tensors and tensors[0]["name"] == "response"
+
+
+@FUZZ
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.floats(-1e-2, 1e-2), max_size=60))
+def test_a_list_of_doubles_prints_as_each_double_does(values: list[float]) -> None:
+    # the fast List<Double>.toString path must equal printing number by number
+    assert java_string(values) == "[" + ", ".join(map(double_to_string, values)) + "]"
