@@ -87,10 +87,24 @@ def wrap_long(value: int) -> JLong:
     return JLong(((value + _LONG_BIAS) % 2**64) - _LONG_BIAS)
 
 
-def _scientific(digits: str, exponent: int, negative: bool) -> str:
-    """Java's computerized scientific form of the decimal 0.d1d2... x 10^exponent."""
-    mantissa = digits[0] + "." + (digits[1:] or "0")
-    return ("-" if negative else "") + f"{mantissa}E{exponent - 1}"
+def _scientific(text: str) -> str:
+    """Java's computerized scientific form (``d.dddE±n``) of the number ``text`` (a repr,
+    or ``%g`` output: ``1e-05``, ``0.000123``, ``12345678.0``, ``2e+07``), nonzero."""
+    negative = text.startswith("-")
+    body = text.lstrip("-")
+    if "e" in body:
+        mantissa, exponent = body.split("e")
+        digits, power = mantissa.replace(".", ""), int(exponent)   # one digit before the point
+    else:
+        whole, _, fraction = body.partition(".")
+        whole = whole.lstrip("0")
+        if whole:
+            digits, power = whole + fraction, len(whole) - 1
+        else:
+            significant = fraction.lstrip("0")
+            digits, power = significant, len(significant) - len(fraction) - 1
+    digits = digits.rstrip("0") or "0"
+    return ("-" if negative else "") + digits[0] + "." + (digits[1:] or "0") + f"E{power}"
 
 
 def _java_form(text: str, value: float) -> str:
@@ -100,10 +114,7 @@ def _java_form(text: str, value: float) -> str:
         if "e" not in text:
             return text if "." in text else text + ".0"
         return _plain(text)
-    sign, digits, exponent = Decimal(text).as_tuple()
-    digit_text = "".join(map(str, digits)).rstrip("0") or "0"
-    # as_tuple's exponent counts the last digit; make it the point position after digit 1
-    return _scientific(digit_text, len(digits) + int(exponent), bool(sign))
+    return _scientific(text)
 
 
 def _plain(text: str) -> str:
@@ -143,9 +154,30 @@ def _double_list_string(values: list[float]) -> str:
     text = dumps_json(values).decode()
     if "N" in text or "I" in text or "n" in text or max(map(abs, values)) >= 1e7:
         return "[" + ", ".join(map(double_to_string, values)) + "]"
-    if "0.000" not in text and "e" not in text:
-        return text.replace(",", ", ")
-    return "[" + ", ".join([_redo(t) if "0.000" in t or "e" in t else t for t in text[1:-1].split(",")]) + "]"
+    if "e" in text:
+        return "[" + ", ".join([_redo(t) if "0.000" in t or "e" in t else t for t in text[1:-1].split(",")]) + "]"
+    return _reprint_small(text).replace(",", ", ")
+
+
+def _reprint_small(text: str) -> str:
+    """``text`` with each number that starts ``0.000`` / ``-0.000`` in Java's form: a few
+    per vector, found with ``str.find`` rather than by looking at every number."""
+    parts: list[str] = []
+    done = 0
+    hit = text.find("0.000")
+    while hit >= 0:
+        start = hit - 1 if text[hit - 1] == "-" else hit
+        end = text.find(",", hit)
+        end = len(text) - 1 if end < 0 else end
+        if text[start - 1] in ",[":   # a number's start, not the tail of 10.0005
+            parts.append(text[done:start])
+            parts.append(_redo(text[start:end]))
+            done = end
+        hit = text.find("0.000", end)
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 def java_string(value: Any) -> str:
