@@ -31,6 +31,7 @@ from typing import Any, Callable
 from mlstream import processing, speedups
 from mlstream.painless import compile_script
 from mlstream.testing.embeddings import openai_embeddings
+from mlstream.testing.painless_scripts import OPENAI_EMBEDDING_POST
 from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, parse_scenario
 
 from .loadgen import (DIRECT, MLSTREAM, PLAIN, WHOLE, Dialect, LoadGenerator, Outcomes, Request, Response,
@@ -1302,7 +1303,7 @@ def embedding_predict(env: Env) -> dict[str, Any]:
     (best of 5): decoding the provider's JSON, the post-process function, encoding the
     tensors, with the JSON codec mlstream uses (``speedups``) and with the stdlib's; and
     the same answer through a Painless post-process script that prints each vector into
-    the tensors' JSON (``PAINLESS_EMBEDDING_POST``): the whole step (decoding the answer,
+    the tensors' JSON (``OPENAI_EMBEDDING_POST``): the whole step (decoding the answer,
     running the script, reading its JSON) and the script's run alone.
     """
     cfg = env.cfg
@@ -1334,19 +1335,6 @@ def embedding_predict(env: Env) -> dict[str, Any]:
     return out
 
 
-# A user's post-process script for the OpenAI answer, in the style of the Titan blueprint's.
-PAINLESS_EMBEDDING_POST = """
-    def out = new StringBuilder('[');
-    for (int i = 0; i < params.data.length; i++) {
-      def vector = params.data[i].embedding;
-      if (i > 0) { out.append(','); }
-      out.append('{"name":"sentence_embedding","data_type":"FLOAT32","shape":[' + vector.size() + '],');
-      out.append('"data":' + vector + '}');
-    }
-    return out.append(']').toString();
-"""
-
-
 def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
     """Milliseconds (best of ``repeat``) of each step mlstream takes on one n-document answer."""
     docs = [f"profile document {i}" for i in range(n)]
@@ -1368,10 +1356,10 @@ def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
     encoded, encode = best(lambda: speedups.dumps_json(body))
     _, stdlib_decode = best(lambda: json.loads(payload))
     _, stdlib_encode = best(lambda: json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
-    script_tensors, painless = best(lambda: processing.post_process_script(PAINLESS_EMBEDDING_POST, {}, payload))
+    script_tensors, painless = best(lambda: processing.post_process_script(OPENAI_EMBEDDING_POST, {}, payload))
     if script_tensors != tensors:
         raise RuntimeError("the Painless post-process script's tensors differ from the built-in function's")
-    script = compile_script(PAINLESS_EMBEDDING_POST)
+    script = compile_script(OPENAI_EMBEDDING_POST)
     _, painless_run = best(lambda: script.run(answer))
     return {"docs": n, "dimensions": EMBEDDING_DIMENSIONS, "upstream_bytes": len(payload), "answer_bytes": len(encoded),
             "codec": "orjson" if speedups.orjson is not None else "stdlib",

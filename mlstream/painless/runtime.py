@@ -356,23 +356,7 @@ class _Compiler:
 
     def while_(self, node: While) -> Exec:
         condition = self.condition(node.condition, "a while condition")
-        body = self.loop_body(node.body)
-        do_first = node.do_first
-
-        def run_while(frame: Frame) -> Any:
-            budget = frame[0]
-            first = do_first
-            while first or condition(frame):
-                first = False
-                _tick(budget)
-                outcome = body(frame)
-                if outcome is not None:
-                    if outcome is BREAK:
-                        break
-                    if outcome is not CONTINUE:
-                        return outcome
-            return None
-        return run_while
+        return _loop(None, condition, None, self.loop_body(node.body), node.do_first)
 
     def for_(self, node: For) -> Exec:
         outer = self.scope
@@ -382,23 +366,7 @@ class _Compiler:
         update = self.expr(node.update) if node.update is not None else None
         body = self.loop_body(node.body)
         self.scope = outer
-
-        def run_for(frame: Frame) -> Any:
-            budget = frame[0]
-            if init is not None:
-                init(frame)
-            while condition is None or condition(frame):
-                _tick(budget)
-                outcome = body(frame)
-                if outcome is not None:
-                    if outcome is BREAK:
-                        break
-                    if outcome is not CONTINUE:
-                        return outcome
-                if update is not None:
-                    update(frame)
-            return None
-        return run_for
+        return _loop(init, condition, update, body, False)
 
     def for_each(self, node: ForEach) -> Exec:
         iterable = self.expr(node.iterable)
@@ -696,6 +664,29 @@ class _Compiler:
             new = _index_set(frame[0], receiver, where, new)
             return old if post else new
         return set_index
+
+
+def _loop(init: Exec | None, condition: Eval | None, update: Eval | None, body: Exec, do_first: bool) -> Exec:
+    """``for (init; condition; update) body``; ``while`` is one without init and update,
+    ``do``/``while`` one whose first turn skips the condition."""
+    def run_loop(frame: Frame) -> Any:
+        budget = frame[0]
+        if init is not None:
+            init(frame)
+        first = do_first
+        while first or condition is None or condition(frame):
+            first = False
+            _tick(budget)
+            outcome = body(frame)
+            if outcome is not None:
+                if outcome is BREAK:
+                    break
+                if outcome is not CONTINUE:
+                    return outcome
+            if update is not None:
+                update(frame)
+        return None
+    return run_loop
 
 
 def _tick(budget: Budget) -> None:

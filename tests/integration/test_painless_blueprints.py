@@ -16,10 +16,29 @@ from urllib.parse import quote
 
 import pytest
 
-from mlstream.testing.embeddings import SAGEMAKER_DIMENSIONS, fake_relevance, fake_vector
+from mlstream.testing.embeddings import (
+    SAGEMAKER_DIMENSIONS,
+    fake_relevance,
+    fake_vector,
+)
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
 from mlstream.testing.fake_sagemaker import FakeSageMaker
+from mlstream.testing.painless_scripts import (
+    BGE_POST,
+    BGE_PRE,
+    CONVERSE_JUDGMENT_POST,
+    CROSS_ENCODER_POST,
+    CROSS_ENCODER_PRE,
+    DEEPSEEK_POST,
+    JUDGMENT_POST,
+    MULTIMODAL_PRE,
+    RERANK_POST,
+    RERANK_PRE,
+    SAGEMAKER_EMBEDDING_POST,
+    TITAN_EMBEDDING_POST,
+    TITAN_EMBEDDING_PRE,
+)
 
 from .conftest import Client
 from .helpers import bedrock_connector
@@ -75,29 +94,6 @@ def outputs(answer: dict[str, Any]) -> list[Any]:
 
 # ------------------------------------------------------------------ embeddings
 
-TITAN_PRE = """
-    StringBuilder quoted = new StringBuilder();
-    quoted.append("\\"");
-    String doc = params.text_docs[0];
-    quoted.append(doc);
-    quoted.append("\\"");
-    def parameters = "{" + "\\"inputText\\":" + quoted + "}";
-    return "{" + "\\"parameters\\":" + parameters + "}";
-"""
-
-TITAN_POST = """
-    def name = "sentence_embedding";
-    def kind = "FLOAT32";
-    if (params.embedding == null || params.embedding.length == 0) {
-      return params.message;
-    }
-    def shape = [params.embedding.length];
-    def json = "{" + "\\"name\\":\\"" + name + "\\"," + "\\"data_type\\":\\"" + kind + "\\"," +
-               "\\"shape\\":" + shape + "," + "\\"data\\":" + params.embedding + "}";
-    return json;
-"""
-
-
 def test_bedrock_titan_embedding_with_scripts(bedrock: FakeBedrock, api: Client) -> None:
     """remote_inference_blueprints/bedrock_connector_titan_embedding_blueprint.md (the
     Painless variant; also tutorials/aws/semantic_search_with_bedrock_titan_embedding_model.md):
@@ -105,25 +101,11 @@ def test_bedrock_titan_embedding_with_scripts(bedrock: FakeBedrock, api: Client)
     printed into JSON by the script and read back exactly."""
     model_id = api.model_for(aws_connector(
         bedrock, "bedrock", "http://${parameters.endpoint}/model/amazon.titan-embed-text-v1/invoke",
-        "{ \"inputText\": \"${parameters.inputText}\" }", TITAN_PRE, TITAN_POST))
+        "{ \"inputText\": \"${parameters.inputText}\" }", TITAN_EMBEDDING_PRE, TITAN_EMBEDDING_POST))
     docs = ['He said "hello"', "a back\\slash", "line one\nline two"]
     answer = api.ok("POST", f"{ML}/models/{model_id}/_predict", {"text_docs": docs})
     assert outputs(answer) == [[vector(doc, 1536)] for doc in docs]
     assert sorted(request.body["inputText"] for request in bedrock.stats.requests) == sorted(docs)
-
-
-MULTIMODAL_PRE = """
-    StringBuilder out = new StringBuilder("{");
-    if (params.text_docs.length > 0 && params.text_docs[0] != null) {
-      out.append("\\"inputText\\":\\"").append(params.text_docs[0]).append("\\"");
-      if (params.text_docs.length > 1 && params.text_docs[1] != null) { out.append(","); }
-    }
-    if (params.text_docs.length > 1 && params.text_docs[1] != null) {
-      out.append("\\"inputImage\\":\\"").append(params.text_docs[1]).append("\\"");
-    }
-    out.append("}");
-    return "{" + "\\"parameters\\":" + out + "}";
-"""
 
 
 def test_bedrock_titan_multimodal_with_scripts(bedrock: FakeBedrock, api: Client) -> None:
@@ -132,21 +114,11 @@ def test_bedrock_titan_multimodal_with_scripts(bedrock: FakeBedrock, api: Client
     model_id = api.model_for(aws_connector(
         bedrock, "bedrock", "http://${parameters.endpoint}/model/amazon.titan-embed-image-v1/invoke",
         "{\"inputText\": \"${parameters.inputText:-null}\", \"inputImage\": \"${parameters.inputImage:-null}\"}",
-        MULTIMODAL_PRE, TITAN_POST.replace("return params.message;", "return null;"),
+        MULTIMODAL_PRE, TITAN_EMBEDDING_POST.replace("return params.message;", "return null;"),
         input_docs_processed_step_size=2))
     answer = api.ok("POST", f"{ML}/models/{model_id}/_predict", {"text_docs": ["a red cat", "aW1hZ2U="]})
     assert outputs(answer) == [[vector("a red cat|aW1hZ2U=", 1024)]]
     assert bedrock.stats.requests[-1].body == {"inputText": "a red cat", "inputImage": "aW1hZ2U="}
-
-
-SAGEMAKER_EMBEDDING_POST = """
-    if (params.result == null || params.result.length == 0) {
-      return null;
-    }
-    def vector = params.result[0];
-    return '{"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [' + vector.size() + '], ' +
-           '"data": ' + vector + '}';
-"""
 
 
 def test_sagemaker_embedding_with_scripts(encoder: FakeSageMaker, api: Client) -> None:
@@ -156,7 +128,7 @@ def test_sagemaker_embedding_with_scripts(encoder: FakeSageMaker, api: Client) -
     model_id = api.model_for(aws_connector(
         encoder, "sagemaker", "http://${parameters.endpoint}/endpoints/embedding-endpoint/invocations",
         "{ \"inputs\": \"${parameters.inputs}\" }",
-        TITAN_PRE.replace("inputText", "inputs"), SAGEMAKER_EMBEDDING_POST))
+        TITAN_EMBEDDING_PRE.replace("inputText", "inputs"), SAGEMAKER_EMBEDDING_POST))
     docs = ["What is the meaning of life?", 'Quotes: "42"']
     answer = api.ok("POST", f"{ML}/_predict/text_embedding/{model_id}", {"text_docs": docs})
     assert outputs(answer) == [[vector(doc, SAGEMAKER_DIMENSIONS)] for doc in docs]
@@ -168,40 +140,6 @@ RERANK_QUERY = "What is the capital city of America?"
 RERANK_DOCS = ["Carson City is the capital city of the American state of Nevada.",
                'The "capital" of the United States is Washington, D.C.',
                "Capital punishment has existed in the United States."]
-
-RERANK_PRE = """
-    def query = params.query_text;
-    def docs = params.text_docs;
-    def list = new StringBuilder('[');
-    for (int i = 0; i < docs.length; i++) {
-      list.append('"').append(docs[i]).append('"');
-      if (i < docs.length - 1) { list.append(','); }
-    }
-    list.append(']');
-    def parameters = '{ "query": "' + query + '", "documents": ' + list.toString() + ' }';
-    return '{"parameters": ' + parameters + '}';
-"""
-
-RERANK_POST = """
-    if (params.results == null || params.results.length == 0) {
-      throw new IllegalArgumentException("Post process function input is empty.");
-    }
-    def results = params.results;
-    def scores = new Double[results.length];
-    for (int i = 0; i < results.length; i++) {
-      def index = new BigDecimal(results[i].index.toString()).intValue();
-      scores[index] = results[i].relevance_score;
-    }
-    def out = new StringBuilder('[');
-    for (int i = 0; i < scores.length; i++) {
-      out.append(' {"name": "similarity", "data_type": "FLOAT32", "shape": [1],');
-      out.append('"data": [').append(scores[i]).append(']}');
-      if (i < results.length - 1) { out.append(','); }
-    }
-    out.append(']');
-    return out.toString();
-"""
-
 
 @pytest.mark.parametrize("model", ["amazon.rerank-v1:0", "cohere.rerank-v3-5:0"])
 def test_bedrock_rerank_tutorials(bedrock: FakeBedrock, api: Client, model: str) -> None:
@@ -215,37 +153,6 @@ def test_bedrock_rerank_tutorials(bedrock: FakeBedrock, api: Client, model: str)
     answer = api.ok("POST", f"{ML}/models/{model_id}/_predict", {"query_text": RERANK_QUERY, "text_docs": RERANK_DOCS})
     assert outputs(answer) == [[similarity(fake_relevance(RERANK_QUERY, doc)) for doc in RERANK_DOCS]]
     assert bedrock.stats.requests[-1].body == {"documents": RERANK_DOCS, "query": RERANK_QUERY}
-
-
-CROSS_ENCODER_PRE = """
-    String escape(def text) {
-      if (text.contains("\\\\")) { text = text.replace("\\\\", "\\\\\\\\"); }
-      if (text.contains("\\"")) { text = text.replace("\\"", "\\\\\\""); }
-      return text;
-    }
-    String query = params.query_text;
-    StringBuilder pairs = new StringBuilder('[');
-    for (int i = 0; i < params.text_docs.length; i++) {
-      pairs.append('{"text":"').append(escape(query)).append('", "text_pair":"');
-      pairs.append(escape(params.text_docs[i])).append('"}');
-      if (i < params.text_docs.length - 1) { pairs.append(','); }
-    }
-    pairs.append(']');
-    return '{"parameters": { "inputs": ' + pairs + ' }}';
-"""
-
-CROSS_ENCODER_POST = """
-    if (params.result == null) {
-      return 'no result generated';
-    }
-    def out = new StringBuilder('[ ');
-    for (int i = 0; i < params.result.length; i++) {
-      out.append(' {"name": "similarity", "data_type": "FLOAT32", "shape": [1],');
-      out.append('"data": [').append(params.result[i].score).append(']}');
-      if (i < params.result.length - 1) { out.append(','); }
-    }
-    return out.append(']').toString();
-"""
 
 
 def test_sagemaker_cross_encoder_tutorial(encoder: FakeSageMaker, api: Client) -> None:
@@ -262,25 +169,6 @@ def test_sagemaker_cross_encoder_tutorial(encoder: FakeSageMaker, api: Client) -
         "inputs": [{"text": RERANK_QUERY, "text_pair": doc.replace('"', '\\"')} for doc in RERANK_DOCS]}
 
 
-BGE_PRE = RERANK_PRE.replace('"documents": ', '"texts": ')
-BGE_POST = """
-    if (params.result == null || params.result.length == 0) {
-      throw new IllegalArgumentException("Post process function input is empty.");
-    }
-    def outputs = params.result;
-    def scores = new Double[outputs.length];
-    for (int i = 0; i < outputs.length; i++) {
-      scores[(int) outputs[i].index] = outputs[i].score;
-    }
-    def out = new StringBuilder('[');
-    for (int i = 0; i < scores.length; i++) {
-      if (i > 0) { out.append(','); }
-      out.append('{"name": "similarity", "data_type": "FLOAT32", "shape": [1], "data": [' + scores[i] + ']}');
-    }
-    return out.append(']').toString();
-"""
-
-
 def test_sagemaker_bge_rerank_tutorial(encoder: FakeSageMaker, api: Client) -> None:
     """tutorials/rerank/rerank_pipeline_with_bge-rerank-m3-v2_model_deployed_on_Sagemaker.md:
     ``{"query", "texts"}`` in, ``[{"index", "score"}]`` best first out."""
@@ -294,12 +182,6 @@ def test_sagemaker_bge_rerank_tutorial(encoder: FakeSageMaker, api: Client) -> N
 # ------------------------------------------------------------------ LLM answers
 
 JUDGMENT_TEXT = 'Rating: "3"\nThe document answers the query \\ partly.\r'
-OPENAI_JUDGMENT_POST = ("def text = params.choices[0].message.content; "
-                        "return '{\"name\":\"response\",\"dataAsMap\":{\"response\":\"' + escape(text) + '\"}}'")
-CONVERSE_JUDGMENT_POST = ("def text = params.output.message.content[0].text; "
-                          "return '{\"name\":\"response\",\"dataAsMap\":{\"response\":\"' + escape(text) + '\"}}'")
-
-
 def test_llm_judgment_openai_compatible_blueprint(fake: FakeOpenAI, api: Client) -> None:
     """remote_inference_blueprints/llm_judgment/deepseek_chat_blueprint.md (and the Azure
     OpenAI and Ollama ones): ml-commons' ``escape`` helper, undeclared, keeps the judge's
@@ -313,7 +195,7 @@ def test_llm_judgment_openai_compatible_blueprint(fake: FakeOpenAI, api: Client)
             "headers": {"Content-Type": "application/json", "Authorization": "Bearer ${credential.deepSeek_key}",
                         "X-Fake-Text": quote(JUDGMENT_TEXT)},
             "request_body": "{ \"model\": \"${parameters.model}\", \"messages\": ${parameters.messages} }",
-            "post_process_function": OPENAI_JUDGMENT_POST,
+            "post_process_function": JUDGMENT_POST,
         }],
     })
     messages = [{"role": "user", "content": "Rate the document for the query."}]
@@ -328,15 +210,6 @@ def test_llm_judgment_bedrock_converse_blueprint(bedrock: FakeBedrock, api: Clie
     model_id = api.model_for(connector)
     answer = api.ok("POST", f"{ML}/models/{model_id}/_predict", {"parameters": {"inputs": "Rate it."}})
     assert outputs(answer) == [[{"name": "response", "dataAsMap": {"response": DEFAULT_TEXT}}]]
-
-
-DEEPSEEK_POST = """
-    if (params.result == null || params.result.length == 0) {
-      throw new Exception('No response available');
-    }
-    def completion = params.result[0].generated_text;
-    return '{' + '"name": "response",' + '"dataAsMap": {' + '"completion":"' + escape(completion) + '"}' + '}';
-"""
 
 
 def test_deepseek_rag_on_sagemaker_tutorial(tgi: FakeSageMaker, api: Client) -> None:
@@ -370,26 +243,26 @@ def test_a_script_that_does_not_compile_is_refused_at_creation(bedrock: FakeBedr
 
 def test_an_update_with_a_broken_script_changes_nothing(bedrock: FakeBedrock, api: Client) -> None:
     connector = aws_connector(bedrock, "bedrock", "http://${parameters.endpoint}/model/amazon.titan-embed-text-v1/invoke",
-                              "{ \"inputText\": \"${parameters.inputText}\" }", TITAN_PRE, TITAN_POST)
+                              "{ \"inputText\": \"${parameters.inputText}\" }", TITAN_EMBEDDING_PRE, TITAN_EMBEDDING_POST)
     connector_id = api.create_connector(connector)
     broken = [{**connector["actions"][0], "post_process_function": "return params.embedding.each { x -> x }"}]
     reply = api.call("PUT", f"{ML}/connectors/{connector_id}", {"actions": broken})
     assert reply.status == 400 and "Painless" in reply.body["error"]["reason"]
     stored = api.ok("GET", f"{ML}/connectors/{connector_id}")
-    assert stored["actions"][0]["post_process_function"] == TITAN_POST
+    assert stored["actions"][0]["post_process_function"] == TITAN_EMBEDDING_POST
 
 
 def test_script_failures_at_predict_are_400s_and_the_server_goes_on(bedrock: FakeBedrock, api: Client) -> None:
     url = "http://${parameters.endpoint}/model/amazon.titan-embed-text-v1/invoke"
     body = "{ \"inputText\": \"${parameters.inputText}\" }"
-    thrower = api.model_for(aws_connector(bedrock, "bedrock", url, body, TITAN_PRE,
+    thrower = api.model_for(aws_connector(bedrock, "bedrock", url, body, TITAN_EMBEDDING_PRE,
                                           "throw new IllegalArgumentException('no vector for ' + params.inputTextTokenCount)"))
     reply = api.call("POST", f"{ML}/models/{thrower}/_predict", {"text_docs": ["a b c"]})
     assert reply.status == 400 and reply.body["error"]["type"] == "script_exception"
     assert reply.body["error"]["reason"] == "Painless runtime error at line 1: IllegalArgumentException: no vector for 3"
-    looper = api.model_for(aws_connector(bedrock, "bedrock", url, body, "while (true) {}", TITAN_POST))
+    looper = api.model_for(aws_connector(bedrock, "bedrock", url, body, "while (true) {}", TITAN_EMBEDDING_POST))
     reply = api.call("POST", f"{ML}/models/{looper}/_predict", {"text_docs": ["x"]})
     assert reply.status == 400 and "more than 5000000 steps (max_steps)" in reply.body["error"]["reason"]
-    good = api.model_for(aws_connector(bedrock, "bedrock", url, body, TITAN_PRE, TITAN_POST))
+    good = api.model_for(aws_connector(bedrock, "bedrock", url, body, TITAN_EMBEDDING_PRE, TITAN_EMBEDDING_POST))
     assert outputs(api.ok("POST", f"{ML}/models/{good}/_predict", {"text_docs": ["ok"]})) == [[vector("ok", 1536)]]
     assert json.dumps(reply.body).find(bedrock.secret_key) == -1

@@ -17,85 +17,37 @@ from typing import Any
 import pytest
 
 from mlstream.errors import BadRequest, ScriptError
-from mlstream.processing import TextDocs, TextSimilarity, chunk_size, escape_input_parameters, \
-    post_process_script, pre_process
+from mlstream.processing import (
+    TextDocs,
+    TextSimilarity,
+    chunk_size,
+    escape_input_parameters,
+    post_process_script,
+    pre_process,
+)
+from mlstream.testing.painless_scripts import (
+    CLAUDE_JUDGMENT_POST,
+    CROSS_ENCODER_POST,
+    CROSS_ENCODER_PRE,
+    DEEPSEEK_POST,
+    GUARDRAIL_POST,
+    JUDGMENT_POST,
+    MULTIMODAL_PRE,
+    QUANTIZED_POST,
+    RERANK_POST,
+    RERANK_PRE,
+    TEXT_POST,
+    TITAN_EMBEDDING_POST,
+    TITAN_EMBEDDING_PRE,
+    TYPED_PARAMETERS_PRE,
+)
 
 # ------------------------------------------------------------------ pre-process
 
-TITAN_TEXT_PRE = """
-    StringBuilder quoted = new StringBuilder();
-    quoted.append("\\"");
-    String doc = params.text_docs[0];
-    quoted.append(doc);
-    quoted.append("\\"");
-    def parameters = "{" + "\\"inputText\\":" + quoted + "}";
-    return "{" + "\\"parameters\\":" + parameters + "}";
-"""
-
-MULTIMODAL_PRE = """
-    StringBuilder out = new StringBuilder("{");
-    if (params.text_docs.length > 0 && params.text_docs[0] != null) {
-      out.append("\\"inputText\\":\\"");
-      out.append(params.text_docs[0]);
-      out.append("\\"");
-      if (params.text_docs.length > 1 && params.text_docs[1] != null) {
-        out.append(",");
-      }
-    }
-    if (params.text_docs.length > 1 && params.text_docs[1] != null) {
-      out.append("\\"inputImage\\":\\"").append(params.text_docs[1]).append("\\"");
-    }
-    out.append("}");
-    return "{" + "\\"parameters\\":" + out + "}";
-"""
-
-RERANK_PRE = """
-    def query = params.query_text;
-    def docs = params.text_docs;
-    def list = new StringBuilder('[');
-    for (int i = 0; i < docs.length; i++) {
-      list.append('"').append(docs[i]).append('"');
-      if (i < docs.length - 1) {
-        list.append(',');
-      }
-    }
-    list.append(']');
-    def parameters = '{ "query": "' + query + '", "documents": ' + list.toString() + ' }';
-    return '{"parameters": ' + parameters + '}';
-"""
-
-CROSS_ENCODER_PRE = """
-    String escape(def text) {
-      if (text.contains("\\\\")) { text = text.replace("\\\\", "\\\\\\\\"); }
-      if (text.contains("\\"")) { text = text.replace("\\"", "\\\\\\""); }
-      return text;
-    }
-    String query = params.query_text;
-    StringBuilder pairs = new StringBuilder('[');
-    for (int i = 0; i < params.text_docs.length; i++) {
-      pairs.append('{"text":"').append(escape(query)).append('", "text_pair":"');
-      pairs.append(escape(params.text_docs[i])).append('"}');
-      if (i < params.text_docs.length - 1) { pairs.append(','); }
-    }
-    pairs.append(']');
-    return '{"parameters": { "inputs": ' + pairs + ' }}';
-"""
-
-TYPED_PARAMETERS_PRE = """
-    def parameters = ['texts': params.text_docs, 'count': params.text_docs.size(), 'truncate': 'END',
-                      'scale': 0.0001, 'flag': true];
-    StringBuilder json = new StringBuilder('{"parameters": {');
-    json.append('"texts": ["').append(params.text_docs[0]).append('"], ');
-    json.append('"count": ').append(parameters.count).append(', ');
-    json.append('"scale": ').append(parameters.scale).append(', ');
-    json.append('"flag": ').append(parameters.flag).append(', "truncate": "END"}}');
-    return json.toString();
-"""
-
 PRE_CASES: list[tuple[str, str, str, Any, dict[str, Any]]] = [
-    ("bedrock_connector_titan_embedding_blueprint.md", "quote-first-doc", TITAN_TEXT_PRE,
+    ("bedrock_connector_titan_embedding_blueprint.md", "quote-first-doc", TITAN_EMBEDDING_PRE,
      TextDocs(('He said "hi"',)), {"inputText": 'He said "hi"'}),
-    ("aleph_alpha_connector_luminous_base_embedding_blueprint.md", "backslash-and-newline", TITAN_TEXT_PRE,
+    ("aleph_alpha_connector_luminous_base_embedding_blueprint.md", "backslash-and-newline", TITAN_EMBEDDING_PRE,
      TextDocs(("a\\b\nc",)), {"inputText": "a\\b\nc"}),
     ("bedrock_connector_titan_multimodal_embedding_blueprint.md", "text-only", MULTIMODAL_PRE,
      TextDocs(("a cat",)), {"inputText": "a cat"}),
@@ -123,17 +75,17 @@ def test_pre_process_script(source: str, dataset: Any, expected: dict[str, Any])
 
 def test_pre_process_output_is_escaped_like_any_parameter() -> None:
     # ConnectorUtils.escapeRemoteInferenceInputData runs on the script's output too
-    parameters = escape_input_parameters(pre_process(TITAN_TEXT_PRE, TextDocs(('say "x"',))))
+    parameters = escape_input_parameters(pre_process(TITAN_EMBEDDING_PRE, TextDocs(('say "x"',))))
     assert parameters == {"inputText": 'say \\"x\\"'}
 
 
 def test_a_script_gets_one_document_per_request() -> None:
     # RemoteConnectorExecutor.calculateChunkSize: a user script's chunk is one document
-    assert chunk_size(TITAN_TEXT_PRE, {}, 5) == 1
+    assert chunk_size(TITAN_EMBEDDING_PRE, {}, 5) == 1
 
 
 def test_plain_parameters_pass_a_pre_process_script_by() -> None:
-    assert pre_process(TITAN_TEXT_PRE, None) == {}
+    assert pre_process(TITAN_EMBEDDING_PRE, None) == {}
 
 
 def test_parameters_fill_a_script() -> None:
@@ -142,105 +94,6 @@ def test_parameters_fill_a_script() -> None:
 
 
 # ------------------------------------------------------------------ post-process
-
-EMBEDDING_POST = """
-    def name = "sentence_embedding";
-    def kind = "FLOAT32";
-    if (params.embedding == null || params.embedding.length == 0) {
-      return params.message;
-    }
-    def shape = [params.embedding.length];
-    def json = "{" + "\\"name\\":\\"" + name + "\\"," + "\\"data_type\\":\\"" + kind + "\\"," +
-               "\\"shape\\":" + shape + "," + "\\"data\\":" + params.embedding + "}";
-    return json;
-"""
-
-RERANK_POST = """
-    if (params.results == null || params.results.length == 0) {
-      throw new IllegalArgumentException("Post process function input is empty.");
-    }
-    def results = params.results;
-    def scores = new Double[results.length];
-    for (int i = 0; i < results.length; i++) {
-      def index = new BigDecimal(results[i].index.toString()).intValue();
-      scores[index] = results[i].relevance_score;
-    }
-    def out = new StringBuilder('[');
-    for (int i = 0; i < scores.length; i++) {
-      out.append(' {"name": "similarity", "data_type": "FLOAT32", "shape": [1],');
-      out.append('"data": [').append(scores[i]).append(']}');
-      if (i < results.length - 1) { out.append(','); }
-    }
-    out.append(']');
-    return out.toString();
-"""
-
-SCORES_POST = """
-    if (params.result == null) {
-      return 'no result generated';
-    }
-    def out = new StringBuilder('[ ');
-    for (int i = 0; i < params.result.length; i++) {
-      out.append(' {"name": "similarity", "data_type": "FLOAT32", "shape": [1],');
-      out.append('"data": [');
-      out.append(params.result[i].score);
-      out.append(']}');
-      if (i < params.result.length - 1) { out.append(','); }
-    }
-    return out.append(']').toString();
-"""
-
-JUDGMENT_POST = ("def text = params.choices[0].message.content; "
-                 "return '{\"name\":\"response\",\"dataAsMap\":{\"response\":\"' + escape(text) + '\"}}'")
-CLAUDE_JUDGMENT_POST = ("def text = params.content[0].text; "
-                        "return '{\"name\":\"response\",\"dataAsMap\":{\"response\":\"' + escape(text) + '\"}}'")
-
-DEEPSEEK_POST = """
-    if (params.result == null || params.result.length == 0) {
-      throw new Exception('No response available');
-    }
-    def completion = params.result[0].generated_text;
-    return '{' + '"name": "response",' + '"dataAsMap": {' + '"completion":"' + escape(completion) + '"}' + '}';
-"""
-
-QUANTIZED_POST = """
-    def kind = "FLOAT32";
-    def result;
-    if (params.embeddings.int8 != null) {
-      kind = "INT8";
-      result = params.embeddings.int8;
-    } else if (params.embeddings.float != null) {
-      result = params.embeddings.float;
-    }
-    if (result == null) {
-      return "Invalid embedding result";
-    }
-    def all = new StringBuilder("[");
-    for (int m = 0; m < result.length; m++) {
-      def size = result[m].length;
-      def vector = new StringBuilder("[");
-      for (int i = 0; i < size; i++) {
-        def value;
-        if ("FLOAT32".equals(kind)) {
-          value = result[m][i].floatValue();
-        } else {
-          value = result[m][i].intValue();
-        }
-        vector.append(value);
-        if (i < size - 1) { vector.append(","); }
-      }
-      vector.append("]");
-      all.append('{"name":"sentence_embedding","data_type":"FLOAT32","shape":' + [size] + ',"data":' + vector + '}');
-      if (m < result.length - 1) { all.append(","); }
-    }
-    return all.append("]").toString();
-"""
-
-GUARDRAIL_POST = ("if (params['amazon-bedrock-guardrailAction'] == 'INTERVENED') "
-                  "throw new IllegalArgumentException(\"blocked by the guardrail\");")
-
-TEXT_POST = "return params['completions'][0].data.text;"
-
 
 def _similarity(score: float) -> dict[str, Any]:
     return {"name": "similarity", "data_type": "FLOAT32", "shape": [1], "data": [score]}
@@ -251,19 +104,19 @@ def _response(key: str, text: str) -> dict[str, Any]:
 
 
 POST_CASES: list[tuple[str, str, str, Any, Any]] = [
-    ("bedrock_connector_titan_embedding_blueprint.md", "embedding", EMBEDDING_POST,
+    ("bedrock_connector_titan_embedding_blueprint.md", "embedding", TITAN_EMBEDDING_POST,
      {"embedding": [0.5, -0.0001, 2], "inputTextTokenCount": 3},
      [{"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [3], "data": [0.5, -0.0001, 2]}]),
-    ("bedrock_connector_titan_embedding_blueprint.md", "error-message-passed-on", EMBEDDING_POST,
+    ("bedrock_connector_titan_embedding_blueprint.md", "error-message-passed-on", TITAN_EMBEDDING_POST,
      {"message": "Malformed input request"}, [_response("response", "Malformed input request")]),
     ("bedrock_connector_titan_multimodal_embedding_blueprint.md", "script-returns-null",
-     EMBEDDING_POST.replace("return params.message;", "return null;"), {"embedding": []}, None),
+     TITAN_EMBEDDING_POST.replace("return params.message;", "return null;"), {"embedding": []}, None),
     ("rerank_pipeline_with_Amazon_Rerank_model_on_Amazon_Bedrock.md", "scores-back-in-document-order",
      RERANK_POST, {"results": [{"index": 1, "relevance_score": 0.9}, {"index": 0, "relevance_score": 1e-05}]},
      [_similarity(1e-05), _similarity(0.9)]),
-    ("rerank_pipeline_with_CrossEncoder_model_deployed_on_Sagemaker.md", "array-answer-is-result", SCORES_POST,
+    ("rerank_pipeline_with_CrossEncoder_model_deployed_on_Sagemaker.md", "array-answer-is-result", CROSS_ENCODER_POST,
      [{"score": 0.25}, {"score": 3}], [_similarity(0.25), _similarity(3)]),
-    ("rerank_pipeline_with_CrossEncoder_model_deployed_on_Sagemaker.md", "plain-text-answer", SCORES_POST,
+    ("rerank_pipeline_with_CrossEncoder_model_deployed_on_Sagemaker.md", "plain-text-answer", CROSS_ENCODER_POST,
      {"other": 1}, [_response("response", "no result generated")]),
     ("llm_judgment/deepseek_chat_blueprint.md", "escape-helper", JUDGMENT_POST,
      {"choices": [{"message": {"content": 'Rating: "4"\nReason: fine\r'}}]},
