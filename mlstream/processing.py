@@ -620,7 +620,10 @@ def _pre_process_script(script: Script, dataset: Dataset) -> dict[str, Any]:
     if not isinstance(parameters, dict):
         raise ScriptError('pre_process_function must return {"parameters": {...}}, with an object')
     # convertScriptStringToJsonString: strings stay, anything else becomes its JSON text
-    return {name: value if isinstance(value, str) else _gson_text(value) for name, value in parameters.items()}
+    try:
+        return {name: value if isinstance(value, str) else _gson_text(value) for name, value in parameters.items()}
+    except RecursionError:
+        raise ScriptError("pre_process_function returned parameters nested too deeply") from None
 
 
 def post_process_script(function: str, parameters: Mapping[str, Any], payload: bytes) -> list[Tensor] | None:

@@ -62,6 +62,13 @@ class Budget:
             raise BudgetExceeded(f"the script allocated more than {self.limits.max_allocated} "
                                  "characters and elements (max_allocated)")
 
+    def text_of(self, value: Any) -> str:
+        """``String.valueOf(value)``, charged; a List or Map is measured before it is
+        printed (lists that share lists can print far larger than they are)."""
+        if type(value) in (list, dict):
+            _check_printable(value, self.limits.max_string_chars)
+        return self.string(java_string(value))
+
     def string(self, text: str) -> str:
         if len(text) > self.limits.max_string_chars:
             raise BudgetExceeded(f"the script built a string longer than {self.limits.max_string_chars} "
@@ -76,6 +83,39 @@ def map_key(key: Any) -> Any:
     if type(key) in (list, dict, JArray):
         raise Fault("IllegalArgumentException", f"a [{type_name(key)}] cannot be a Map key in a script")
     return key
+
+
+_SCALARS = frozenset({float, int, bool, type(None), JLong, JFloat})
+
+
+def _check_printable(value: Any, limit: int) -> None:
+    if _printed_size(value, limit, {}, set()) > limit:
+        raise BudgetExceeded(f"the script would print a value longer than {limit} characters (max_string_chars)")
+
+
+def _printed_size(value: Any, limit: int, sizes: dict[int, int], open_ids: set[int]) -> int:
+    """A lower bound of the length of ``value``'s text (two characters an element, a
+    string's length), each shared List or Map measured once; one that contains itself
+    is refused (Java would print it as "(this Collection)")."""
+    key = id(value)
+    if key in sizes:
+        return sizes[key]
+    if key in open_ids:
+        raise BudgetExceeded("the script would print a List or Map that contains itself")
+    open_ids.add(key)
+    parts = [part for pair in value.items() for part in pair] if type(value) is dict else value
+    size = 2 * len(value)
+    if not set(map(type, parts)) <= _SCALARS:
+        for part in parts:
+            if type(part) is str:
+                size += len(part)
+            elif type(part) in (list, dict):
+                size += _printed_size(part, limit, sizes, open_ids)
+            if size > limit:
+                break
+    open_ids.discard(key)
+    sizes[key] = size
+    return size
 
 
 def _npe(what: str) -> Fault:
@@ -320,7 +360,7 @@ _MAP: dict[tuple[str, int], Callable[..., Any]] = {
 # ------------------------------------------------------------------ StringBuilder
 
 def _append(budget: Budget, sb: JStringBuilder, value: Any) -> JStringBuilder:
-    text = java_string(value)
+    text = value if type(value) is str else budget.text_of(value)
     size = sb.length + len(text)
     if size > budget.limits.max_string_chars:
         raise BudgetExceeded(f"the script built a string longer than {budget.limits.max_string_chars} "
@@ -336,7 +376,7 @@ def _insert(budget: Budget, sb: JStringBuilder, i: Any, value: Any) -> JStringBu
     current = sb.text()
     if not 0 <= index <= len(current):
         raise Fault("StringIndexOutOfBoundsException", f"offset {index}, length {len(current)}")
-    text = budget.string(current[:index] + java_string(value) + current[index:])
+    text = budget.string(current[:index] + budget.text_of(value) + current[index:])
     sb.parts, sb.length = [text], len(text)
     return sb
 
@@ -411,7 +451,7 @@ _METHODS: dict[type, dict[tuple[str, int], Callable[..., Any]]] = {
 }
 # Object's methods, on every receiver
 _OBJECT: dict[tuple[str, int], Callable[..., Any]] = {
-    ("toString", 0): lambda b, v: b.string(java_string(v)),
+    ("toString", 0): lambda b, v: b.text_of(v),
     ("equals", 1): lambda b, v, o: equals(v, o),
 }
 
@@ -568,7 +608,7 @@ _STATICS: dict[tuple[str, str, int], Callable[..., Any]] = {
     ("Boolean", "parseBoolean", 1): lambda b, s: type(s) is str and s.lower() == "true",
     ("Boolean", "valueOf", 1): lambda b, s: s if type(s) is bool else (type(s) is str and s.lower() == "true"),
     ("Boolean", "toString", 1): lambda b, v: java_string(v),
-    ("String", "valueOf", 1): lambda b, v: b.string(java_string(v)),
+    ("String", "valueOf", 1): lambda b, v: b.text_of(v),
     ("String", "join", 2): _join,
 }
 

@@ -61,7 +61,6 @@ from .values import (
     JFloat,
     JLong,
     JStringBuilder,
-    java_string,
     type_name,
     wrap_int,
     wrap_long,
@@ -127,7 +126,8 @@ def _compile_error(line: int, column: int, message: str) -> ScriptError:
 @dataclass(frozen=True, slots=True)
 class _FunctionInfo:
     node: Function
-    code: list          # [body Exec, frame size], filled once compiled (functions may recurse)
+    code: list          # [body, frame size, [(slot, type) per parameter]], filled once compiled
+                        # (a call may be compiled before its function: functions may recurse)
 
 
 class CompiledScript:
@@ -180,7 +180,7 @@ class _Compiler:
             if key in self.functions:
                 raise _compile_error(function.line, function.column,
                                      f"function [{function.name}/{len(function.parameters)}] is already defined")
-            self.functions[key] = _FunctionInfo(function, [None, 0])
+            self.functions[key] = _FunctionInfo(function, [None, 0, []])
         declared = {name for name, _ in self.functions}
         self.builtins = {name: value for name, value in builtins.items() if name not in declared}
         self.scope = _Scope(None, [1])
@@ -207,7 +207,7 @@ class _Compiler:
         body = self.statements(node.body.statements, implicit_return=False)
         info.code[0] = body
         info.code[1] = self.scope.counter[0]
-        info.code.append([(slot.index, slot.type) for slot in slots])
+        info.code[2] = [(slot.index, slot.type) for slot in slots]
 
     # ------------------------------------------------------------ statements
 
@@ -505,8 +505,8 @@ class _Compiler:
                     return None
                 return library.call_method(frame[0], receiver, "append", [arg(frame)])
             value = arg(frame)
-            text = value if type(value) is str else java_string(value)
             budget = frame[0]
+            text = value if type(value) is str else budget.text_of(value)
             size = receiver.length + len(text)
             if size > budget.limits.max_string_chars:
                 raise BudgetExceeded(f"the script built a string longer than "
@@ -715,7 +715,7 @@ def _narrower(type_: TypeName) -> Callable[[Any], Any]:
 def _plus(budget: Budget, a: Any, b: Any) -> Any:
     ta, tb = type(a), type(b)
     if ta is str or tb is str:
-        return budget.string((a if ta is str else java_string(a)) + (b if tb is str else java_string(b)))
+        return budget.string((a if ta is str else budget.text_of(a)) + (b if tb is str else budget.text_of(b)))
     if ta is int and tb is int and -_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT:
         return wrap_int(a + b)
     return binary("+", a, b)

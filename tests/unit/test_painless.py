@@ -289,3 +289,22 @@ def test_a_script_is_compiled_once() -> None:
 def test_runs_do_not_share_state() -> None:
     script = compile_script("def l = params.l; l.add(1); return '' + l.size()")
     assert script.run({"l": []}) == "1" and script.run({"l": []}) == "1"
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def a = [1, 2]; for (int i = 0; i < 40; i++) { a = [a, a] } return '' + a", "max_string_chars"),
+    ("def a = ['x']; a.add(a); return '' + a", "contains itself"),
+    ("def m = [:]; m.put('k', m); return m.toString()", "contains itself"),
+    ("def a = ['xxxxxxxxxx']; for (int i = 0; i < 14; i++) { a = [a, a, a] } def b = new StringBuilder(); "
+     "b.append(a)", "max_string_chars"),
+])
+def test_printing_shared_or_cyclic_collections_is_bounded(source: str, message: str) -> None:
+    # a list of lists that share lists prints exponentially larger than it is
+    with pytest.raises(ScriptError) as caught:
+        run(source)
+    assert message in caught.value.reason
+
+
+def test_shared_collections_print_when_small() -> None:
+    assert run("def m = ['a': ['b', 'c'], 'd': 1.5]; return '' + m + [m, m]") == (
+        "{a=[b, c], d=1.5}[{a=[b, c], d=1.5}, {a=[b, c], d=1.5}]")
