@@ -181,20 +181,27 @@ def _java_trim(s: str) -> str:
     return s[start:end]
 
 
+_REGEX_CHARS = frozenset(".$|()[{^?*+\\")
+# The regular expressions split() takes besides plain text: each runs in linear time.
+# Any other (a catastrophic-backtracking one could hold a worker) is refused.
+SPLIT_REGEXES = frozenset({r"\s+", r"\s*,\s*", r",\s*", r"\s", r"\s*", r"\|", r"\.", r"\n", r"\t",
+                           r"\r?\n", r"\\", r"\s*;\s*", r"\s*\|\s*"})
+
+
 def _split(s: str, pattern: Any, budget: Budget) -> list[str]:
     regex = _text(pattern, "the split pattern")
-    try:
-        parts = re.split(regex, s) if len(regex) != 1 or regex in ".$|()[{^?*+\\" else s.split(regex)
-    except re.error as error:
-        raise Fault("PatternSyntaxException", f"{error} in {regex!r}") from None
-    if s and parts and parts[0] == "" and re.match(regex, s) and re.match(regex, s).end() == 0:
-        parts = parts[1:]   # Java drops the empty first part only for a zero-width match
+    if not _REGEX_CHARS.isdisjoint(regex) and regex not in SPLIT_REGEXES:
+        raise Fault("IllegalArgumentException", f"split with the regular expression [{regex}] is not supported "
+                    "in scripts: split on plain text, use splitOnToken, or one of " + " ".join(sorted(SPLIT_REGEXES)))
+    parts = re.split(regex, s) if regex in SPLIT_REGEXES else s.split(regex) if regex else list(s)
+    if parts and parts[0] == "" and s and regex in SPLIT_REGEXES and re.match(regex, s).end() == 0:
+        parts = parts[1:]   # Java drops the empty first part of a zero-width match
     while parts and parts[-1] == "":
-        parts.pop()         # String.split(regex) drops trailing empty strings
+        parts.pop()         # String.split drops trailing empty strings
     if not parts:
         parts = [] if s else [""]
     budget.charge(len(parts))
-    return parts
+    return JArray(parts, "String")   # a String[], as in Java
 
 
 def _split_on_token(s: str, token: Any, budget: Budget) -> list[str]:
@@ -205,7 +212,7 @@ def _split_on_token(s: str, token: Any, budget: Budget) -> list[str]:
     while parts and parts[-1] == "":
         parts.pop()
     budget.charge(len(parts))
-    return parts
+    return JArray(parts, "String")
 
 
 def _compare_to(a: Any, b: Any) -> int:

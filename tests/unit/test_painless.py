@@ -137,8 +137,9 @@ CASES: list[tuple[str, str, dict[str, Any], Any]] = [
      "s.substring(i + 1)", {}, "key|value"),
     ("contains-starts-ends", "def s = 'abc'; return '' + s.contains('b') + s.startsWith('a') + s.endsWith('x')",
      {}, "truetruefalse"),
-    ("split", "return '' + 'a,b,,c,,'.split(',')", {}, "[a, b, , c]"),
-    ("split-on-token", "return '' + 'a::b'.splitOnToken('::')", {}, "[a, b]"),
+    ("split", "def p = 'a,b,,c,,'.split(','); return String.join('|', p) + p.length", {}, "a|b||c4"),
+    ("split-regex", "return String.join('|', ' a  b c'.split('\\\\s+'))", {}, "|a|b|c"),
+    ("split-on-token", "return String.join('|', 'a::b'.splitOnToken('::'))", {}, "a|b"),
     ("equals-methods", "return '' + 'A'.equalsIgnoreCase('a') + 'a'.equals('a') + 'x'.isEmpty()", {},
      "truetruefalse"),
     ("char-at", "return 'xyz'.charAt(1)", {}, "y"),
@@ -240,6 +241,8 @@ RUNTIME_ERRORS = [
     ("compare-strings", "return '' + ('a' < 'b')", {}, "Cannot apply [<]"),
     ("map-iteration", "for (def x : params.m) {}", {"m": {}}, "Cannot iterate over [HashMap]"),
     ("array-add", "def a = new int[1]; a.add(1)", {}, "dynamic method [array, add/1] not found"),
+    ("split-backtracking-regex", "return 'aaaaaaaaaaaaaaaaaaaaaaaaaaaa!'.split('(a+)+$')", {},
+     "split with the regular expression [(a+)+$] is not supported"),
 ]
 
 
