@@ -290,6 +290,10 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
                                          f"{prof['codec']} (stdlib decode / encode)", "",
                          f"{fmt(prof['decode_ms'])} / {fmt(prof['post_process_ms'])} / {fmt(prof['encode_ms'])}",
                          f"({fmt(prof['stdlib_decode_ms'])} / {fmt(prof['stdlib_encode_ms'])})"))
+            if "painless_post_process_ms" in prof:
+                rows.append(("8 embeddings", f"one {prof['docs']}-doc answer through a Painless post-process "
+                                             "script: whole step / script run (ms)", "",
+                             f"{fmt(prof['painless_post_process_ms'])} / {fmt(prof['painless_script_run_ms'])}", ""))
     return rows
 
 

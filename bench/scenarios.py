@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mlstream import processing, speedups
+from mlstream.painless import compile_script
 from mlstream.testing.embeddings import openai_embeddings
+from mlstream.testing.painless_scripts import OPENAI_EMBEDDING_POST
 from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, parse_scenario
 
 from .loadgen import (DIRECT, MLSTREAM, PLAIN, WHOLE, Dialect, LoadGenerator, Outcomes, Request, Response,
@@ -1299,7 +1301,10 @@ def embedding_predict(env: Env) -> dict[str, Any]:
 
     ``post_process_profile``: the steps of one 256-document answer timed in this process
     (best of 5): decoding the provider's JSON, the post-process function, encoding the
-    tensors, with the JSON codec mlstream uses (``speedups``) and with the stdlib's.
+    tensors, with the JSON codec mlstream uses (``speedups``) and with the stdlib's; and
+    the same answer through a Painless post-process script that prints each vector into
+    the tensors' JSON (``OPENAI_EMBEDDING_POST``): the whole step (decoding the answer,
+    running the script, reading its JSON) and the script's run alone.
     """
     cfg = env.cfg
     model_id = register_connector(env.admin, openai_embedding_connector(env.fake.address), "bench embeddings")
@@ -1351,10 +1356,16 @@ def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
     encoded, encode = best(lambda: speedups.dumps_json(body))
     _, stdlib_decode = best(lambda: json.loads(payload))
     _, stdlib_encode = best(lambda: json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+    script_tensors, painless = best(lambda: processing.post_process_script(OPENAI_EMBEDDING_POST, {}, payload))
+    if script_tensors != tensors:
+        raise RuntimeError("the Painless post-process script's tensors differ from the built-in function's")
+    script = compile_script(OPENAI_EMBEDDING_POST)
+    _, painless_run = best(lambda: script.run(answer))
     return {"docs": n, "dimensions": EMBEDDING_DIMENSIONS, "upstream_bytes": len(payload), "answer_bytes": len(encoded),
             "codec": "orjson" if speedups.orjson is not None else "stdlib",
             "decode_ms": decode, "post_process_ms": post, "encode_ms": encode,
-            "stdlib_decode_ms": stdlib_decode, "stdlib_encode_ms": stdlib_encode}
+            "stdlib_decode_ms": stdlib_decode, "stdlib_encode_ms": stdlib_encode,
+            "painless_post_process_ms": painless, "painless_script_run_ms": painless_run}
 
 
 # =========================================================================== 9. provider relay

@@ -12,6 +12,8 @@ translated where they enter our code, keeping the original as ``__cause__``.
      |    +-- EndpointRefused           400 (untrusted / private endpoint)
      |    +-- JsonPathError             400 (a response filter that is not JSONPath)
      |    +-- PathNotFound              400 (a JSONPath naming nothing in the document)
+     |    +-- ScriptError               400 script_exception (a Painless process function: syntax,
+     |                                      unsupported construct, runtime error, budget exceeded)
      +-- Unauthorized                   401 security_exception
      +-- Forbidden                      403 security_exception
      +-- NotFound                       404 resource_not_found_exception
@@ -83,6 +85,13 @@ class JsonPathError(BadRequest):
 
 class PathNotFound(BadRequest, LookupError):
     """A definite JSONPath names a value the document does not have (a lookup that failed)."""
+
+
+class ScriptError(BadRequest):
+    """A Painless process function did not compile, failed, or exceeded its budget
+    (OpenSearch answers a script's failure as a 400 ``script_exception``)."""
+
+    error_type = "script_exception"
 
 
 class Unauthorized(MLStreamError):

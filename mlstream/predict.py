@@ -5,8 +5,8 @@ the action and check the endpoint before anything is sent upstream, so a bad
 request costs the provider nothing.
 
 ``_predict`` also takes ml-commons' dataset inputs (``text_docs``; ``query_text``
-with ``text_docs``), runs the connector's built-in pre- and post-process functions
-(``processing``) and, like ml-commons' ``RemoteConnectorExecutor``, may split
+with ``text_docs``), runs the connector's pre- and post-process functions, built-in
+or Painless (``processing``), and, like ml-commons' ``RemoteConnectorExecutor``, may split
 ``text_docs`` into several upstream requests: they run at once, at most the
 connector's ``max_connection`` of them, and their results come back in input order,
 one ``inference_results`` entry per request. One failed request fails the call.
@@ -139,8 +139,8 @@ class Predictor:
                     f"requests ({MAX_UPSTREAM_REQUESTS_PER_CALL * size} documents): split the input")
         prepared = []
         for chunk in processing.split_dataset(dataset, size):
-            processed = processing.escape_input_parameters(
-                processing.pre_process(action.pre_process_function, chunk))
+            processed = processing.escape_input_parameters(processing.pre_process(
+                action.pre_process_function, chunk, {**connector.parameters, **request_parameters}))
             # ml-commons' order: the connector's, the request's, the function's, and the
             # request's again (RemoteConnectorExecutor: "always prioritize the input parameter").
             merged = {**connector.parameters, **processed, **request_parameters}
@@ -196,7 +196,7 @@ class Predictor:
         if response.status >= 300:
             raise call.error(response, payload)
         output = _output(prepared.model.connector.action("predict").post_process_function,
-                         payload, prepared.parameters.get(RESPONSE_FILTER))
+                         payload, prepared.parameters)
         return _Answer({"output": output, "status_code": response.status}, response.status, sent, done)
 
     def open_stream(self, model_id: str, body: Any, request_id: str = "", *,
@@ -251,8 +251,14 @@ def _wait_uninterrupted(seconds: float) -> bool:
     return True
 
 
-def _output(post_process_function: str | None, payload: bytes, response_filter: Any) -> list[dict[str, Any]]:
+def _output(post_process_function: str | None, payload: bytes, parameters: dict[str, Any]) -> list[dict[str, Any]]:
     """One upstream answer as ml-commons' output tensors (ConnectorUtils.processOutput)."""
+    response_filter = parameters.get(RESPONSE_FILTER)
+    if post_process_function is not None and processing.is_script(post_process_function):
+        tensors = processing.post_process_script(post_process_function, parameters, payload)
+        if tensors is not None:
+            return tensors
+        post_process_function = None   # the script returned null: the answer as it is
     if post_process_function is None:
         return [{"name": "response", "dataAsMap": _filtered(payload, response_filter)}]
     try:

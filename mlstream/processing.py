@@ -16,7 +16,14 @@ under ``common/src/main/java/org/opensearch/ml/common/`` unless they say otherwi
   the tensor data type comes from the response filter (``ConnectorUtils``,
   ``parseMLResultDataTypeFromResponseFilter``);
 - chunking of ``text_docs`` (``ml-algorithms/.../remote/RemoteConnectorExecutor.java``,
-  ``calculateChunkSize``).
+  ``calculateChunkSize``);
+- Painless process functions (any name that is not a built-in one): the pre-process
+  script's params and output (``connector/functions/preprocess/DefaultPreProcessFunction.java``,
+  ``ConnectorUtils.processMLInput`` and ``escapeMLInput``), the post-process script's params
+  and how its text becomes tensors (``ml-algorithms/.../utils/ScriptUtils.java``,
+  ``ConnectorUtils.processOutput``, ``connector/AbstractConnector.parseResponse``,
+  ``output/model/ModelTensor.parser``), ``${parameters.x}`` in a script
+  (``ConnectorUtils.fillProcessFunctionParameter``).
 
 A tensor is a plain dict in ml-commons' JSON field order (``ModelTensor.toXContent``):
 ``name``, ``data_type``, ``shape``, ``data``, then ``dataAsMap``.
@@ -30,8 +37,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import BadRequest, JsonPathError, PathNotFound, UpstreamError
+from .errors import BadRequest, JsonPathError, PathNotFound, ScriptError, UpstreamError
 from .jsonpath import compile_path
+from .painless import Script, compile_script
+from .painless.values import double_to_string
+from .speedups import loads_json
 
 __all__ = [
     "POST_PROCESS_FUNCTIONS",
@@ -43,8 +53,10 @@ __all__ = [
     "chunk_size",
     "data_type_from_filter",
     "escape_input_parameters",
+    "is_script",
     "parse_predict_input",
     "post_process",
+    "post_process_script",
     "pre_process",
 ]
 
@@ -317,13 +329,17 @@ DEFAULT_EMBEDDING_PRE_PROCESS = _PRE + "default.embedding"
 BEDROCK_EMBEDDING_PRE_PROCESS = _PRE + "bedrock.embedding"
 
 
-def pre_process(function: str | None, dataset: Dataset | None) -> dict[str, Any]:
-    """The template parameters a built-in function makes of ``dataset`` (ConnectorUtils
-    ``processMLInput``). A plain remote call (no dataset) is passed through: built-in
-    functions return a ``RemoteInferenceInputDataSet`` as it is. With ``text_docs`` and no
-    function, ``default.embedding`` applies."""
+def pre_process(function: str | None, dataset: Dataset | None,
+                parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The template parameters a built-in function or a Painless script makes of
+    ``dataset`` (ConnectorUtils ``processMLInput``). A plain remote call (no dataset) is
+    passed through, as ml-commons does for built-in functions and for scripts without
+    ``process_remote_inference_input``. With ``text_docs`` and no function,
+    ``default.embedding`` applies. ``parameters`` fill ``${parameters.x}`` in a script."""
     if dataset is None:
         return {}
+    if function is not None and is_script(function):
+        return _pre_process_script(script_for(function, parameters or {}), dataset)
     if function is None:
         if isinstance(dataset, TextSimilarity):
             raise BadRequest("pre_process_function not defined in connector: text_similarity input "
@@ -338,7 +354,7 @@ def pre_process(function: str | None, dataset: Dataset | None) -> dict[str, Any]
 def chunk_size(function: str | None, connector_parameters: Mapping[str, Any], docs: int) -> int:
     """Documents per upstream request (``RemoteConnectorExecutor.calculateChunkSize``): the
     connector's ``input_docs_processed_step_size`` if set, else one for
-    ``bedrock.embedding`` (its template takes one text), else all of them."""
+    ``bedrock.embedding`` (its template takes one text) and for a script, else all of them."""
     step = connector_parameters.get(STEP_SIZE_PARAMETER)
     if step is not None:
         try:
@@ -348,8 +364,8 @@ def chunk_size(function: str | None, connector_parameters: Mapping[str, Any], do
         if isinstance(step, bool) or size <= 0:
             raise BadRequest(f"Invalid parameter: {STEP_SIZE_PARAMETER}. It must be positive integer.")
         return size
-    if function == BEDROCK_EMBEDDING_PRE_PROCESS:
-        return 1
+    if function == BEDROCK_EMBEDDING_PRE_PROCESS or (function is not None and is_script(function)):
+        return 1   # ml-commons sends one document per request to bedrock.embedding and to scripts
     return max(docs, 1)
 
 
@@ -537,21 +553,159 @@ def post_process(function: str, answer: Any, response_filter: Any) -> list[Tenso
 # --------------------------------------------------------------------------- names
 
 
+def is_script(function: str) -> bool:
+    """ml-commons runs any process function that is not a built-in name as Painless."""
+    return function not in PRE_PROCESS_FUNCTIONS and function not in POST_PROCESS_FUNCTIONS \
+        and not function.startswith("connector.")
+
+
 def unknown_function_reason(field: str, name: str) -> str:
     kind = "pre_process" if "pre_process" in field else "post_process"
     known = sorted(PRE_PROCESS_FUNCTIONS if kind == "pre_process" else POST_PROCESS_FUNCTIONS)
-    if name.startswith("connector."):
-        return f"[{field}] {name} is not a built-in function; the built-in ones are: {', '.join(known)}"
-    return (f"[{field}] is a Painless script, which mlstream does not run yet; use a built-in "
-            f"function (connector.{kind}.*) or leave it out")
+    return f"[{field}] {name} is not a built-in function; the built-in ones are: {', '.join(known)}"
 
 
 def check_function_name(field: str, name: str | None) -> None:
-    """At connector creation: a built-in name or nothing. (A name with ``${parameters.x}``
-    is a script too: ml-commons fills it with the value as JSON text, quotes and all, so
-    it never names a built-in function.)"""
+    """At connector creation: a built-in name, nothing, or a Painless script that compiles
+    (a syntax error or an unsupported construct is a 400 naming its line and column). In
+    the check, each ``${parameters.x}`` stands for a string; at predict time it is filled
+    with the parameter's value as JSON text, as ml-commons does."""
     if name is None:
         return
     table: Mapping[str, Any] = PRE_PROCESS_FUNCTIONS if "pre_process" in field else POST_PROCESS_FUNCTIONS
-    if name not in table:
+    if name in table:
+        return
+    if name.startswith("connector."):
         raise BadRequest(unknown_function_reason(field, name))
+    try:
+        compile_script(_PARAMETER_PLACEHOLDER.sub('"parameter"', name))
+    except ScriptError as error:
+        raise ScriptError(f"[{field}] {error.reason}") from None
+
+
+# --------------------------------------------------------------------------- Painless scripts
+
+_PARAMETER_PLACEHOLDER = re.compile(r"\$\{parameters\.([^}]*)\}")
+
+
+def script_for(function: str, parameters: Mapping[str, Any]) -> Script:
+    """The compiled script, its ``${parameters.x}`` filled with each value as JSON text
+    (``fillProcessFunctionParameter``; an unknown name stays as written)."""
+    if "${parameters." in function:
+        function = _PARAMETER_PLACEHOLDER.sub(
+            lambda m: _gson_text(parameters[m.group(1)]) if m.group(1) in parameters else m.group(0), function)
+    return compile_script(function)
+
+
+def _gson_text(value: Any) -> str:
+    """Gson's JSON text of a value it parsed: every number is a Double (``1.0``), no spaces."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return double_to_string(float(value))
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    if isinstance(value, list):
+        return "[" + ",".join(map(_gson_text, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_gson_text(str(k))}:{_gson_text(v)}" for k, v in value.items()) + "}"
+    return _gson_text(str(value))
+
+
+def _pre_process_script(script: Script, dataset: Dataset) -> dict[str, Any]:
+    # DefaultPreProcessFunction: the script's params are the MLInput as JSON, documents
+    # JSON-escaped first (escapeMLInput), so that a script may quote them as they are.
+    params: dict[str, Any] = {"algorithm": "REMOTE"}
+    if isinstance(dataset, TextSimilarity):
+        params["query_text"] = escape_json_text(dataset.query_text)
+    params["text_docs"] = [None if doc is None else escape_json_text(doc) for doc in dataset.docs]
+    output = script.run(params)
+    if output is None:
+        raise ScriptError("pre_process_function: Preprocess function output is null")
+    if not isinstance(output, str):
+        raise ScriptError("pre_process_function must return a String (the JSON of the new parameters)")
+    try:
+        parsed = json.loads(output)
+    except (ValueError, RecursionError):
+        raise ScriptError("pre_process_function returned text that is not JSON: "
+                          f"{output[:200]!r}") from None
+    if not isinstance(parsed, dict):
+        raise ScriptError('pre_process_function must return a JSON object: {"parameters": {...}}')
+    parameters = parsed.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise ScriptError('pre_process_function must return {"parameters": {...}}, with an object')
+    # convertScriptStringToJsonString: strings stay, anything else becomes its JSON text
+    try:
+        return {name: value if isinstance(value, str) else _gson_text(value) for name, value in parameters.items()}
+    except RecursionError:
+        raise ScriptError("pre_process_function returned parameters nested too deeply") from None
+
+
+def post_process_script(function: str, parameters: Mapping[str, Any], payload: bytes) -> list[Tensor] | None:
+    """The tensors a post-process script makes of the provider's answer, or None when the
+    script returns null (ml-commons then reads the answer as if there were no function).
+
+    The script's params are the answer (an array answer under ``result``); text it returns
+    that is a JSON object or array is read as one tensor or a list of tensors
+    (``ModelTensor.parser``); other text is the ``response`` of one tensor."""
+    script = script_for(function, parameters)
+    try:
+        # Jackson reads a JSON integer as an Integer, or a Long past 32 bits: the
+        # interpreter treats an int past 32 bits as a long (``operators.is_long``).
+        answer = loads_json(payload)
+    except (ValueError, RecursionError):
+        raise UpstreamError("post_process_function cannot read the model's answer: it is not JSON",
+                            kind="answer") from None
+    if isinstance(answer, list):
+        answer = {"result": answer}
+    elif not isinstance(answer, dict):
+        raise BadRequest("Unsupported response type: the model's answer is neither a JSON object nor an array")
+    output = script.run(answer)
+    if output is None:
+        return None
+    if not isinstance(output, str):
+        raise ScriptError("post_process_function must return a String (the JSON of the tensors)")
+    stripped = output.strip()
+    parsed: Any = None
+    if stripped[:1] in ("{", "["):
+        try:
+            parsed = loads_json(stripped)
+        except (ValueError, RecursionError):
+            parsed = None
+    if isinstance(parsed, dict):
+        return [_script_tensor(parsed)]
+    if isinstance(parsed, list):
+        return [_script_tensor(item) for item in parsed]
+    return [{"name": "response", "dataAsMap": {"response": output}}]
+
+
+def _script_tensor(item: Any) -> Tensor:
+    """``ModelTensor.parser``: known fields kept in ``toXContent`` order, others skipped."""
+    if not isinstance(item, dict):
+        raise ScriptError("post_process_function returned a JSON array whose elements are not tensor objects")
+    tensor: Tensor = {}
+    if "name" in item:
+        tensor["name"] = item["name"] if isinstance(item["name"], str) or item["name"] is None else str(item["name"])
+    data_type = item.get("data_type")
+    if data_type is not None:
+        if data_type not in DATA_TYPES:
+            raise ScriptError(f"post_process_function returned an unknown data_type [{data_type}]; "
+                              f"one of {', '.join(DATA_TYPES)}")
+        tensor["data_type"] = data_type
+    shape = item.get("shape")
+    if shape is not None:
+        if not isinstance(shape, list) or not all(_is_number(n) for n in shape):
+            raise ScriptError("post_process_function returned a tensor whose shape is not a list of numbers")
+        tensor["shape"] = [int(n) for n in shape]
+    data = item.get("data")
+    if data_type is not None and isinstance(data, list) and data:
+        if not set(map(type, data)) <= {int, float}:
+            raise ScriptError("post_process_function returned a tensor whose data is not a list of numbers")
+        tensor["data"] = data
+    if isinstance(item.get("result"), str):
+        tensor["result"] = item["result"]
+    if isinstance(item.get("dataAsMap"), dict):
+        tensor["dataAsMap"] = item["dataAsMap"]
+    return tensor

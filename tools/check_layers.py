@@ -23,8 +23,8 @@ PACKAGE = ROOT / "mlstream"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs", "redaction")),
     ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
-                                 "config", "endpoints", "connectors", "processing", "ratelimit", "signing",
-                                 "retry")),
+                                 "config", "endpoints", "connectors", "processing", "painless", "painless.*",
+                                 "ratelimit", "signing", "retry")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),

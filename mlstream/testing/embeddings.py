@@ -18,7 +18,13 @@ Answer shapes (what each provider's documentation shows):
   (``embeddingsByType`` with ``embeddingTypes``), Titan multimodal the same, Cohere
   ``{"embeddings":[[...]],"response_type":"embeddings_floats"}``, Nova multimodal
   ``{"embeddings":[{"embeddingType":"TEXT","embedding":[...]}]}``; bedrock-agent-runtime
-  ``POST /rerank``: ``{"results":[{"index","relevanceScore"}]}``, best first.
+  ``POST /rerank``: ``{"results":[{"index","relevanceScore"}]}``, best first; InvokeModel
+  on a rerank model (``amazon.rerank-v1:0``, ``cohere.rerank-v3-5:0``) with
+  ``{"query", "documents"}``: ``{"results":[{"index","relevance_score"}]}``, best first.
+- SageMaker endpoints (``sagemaker_answer``): a Text Embeddings Inference container
+  (``{"inputs": text or [texts]}`` -> ``[[...]]``; ``{"query", "texts"}`` ->
+  ``[{"index","score"}]`` best first) and a Hugging Face cross-encoder
+  (``{"inputs": [{"text","text_pair"}]}`` -> ``[{"label","score"}]`` in input order).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ __all__ = [
     "fake_vector",
     "openai_embeddings",
     "quantized",
+    "sagemaker_answer",
 ]
 
 OPENAI_DIMENSIONS = 1536
@@ -222,6 +229,9 @@ def bedrock_invoke(model_id: str, body: dict[str, Any]) -> bytes:
                            else [1 if v > 0 else 0 for v in fake_vector(text, dims)]) for k in kinds}
             answer += f',"embeddingsByType":{json.dumps(by_type)}'
         return (answer + "}").encode()
+    if model_id.startswith(("amazon.rerank", "cohere.rerank")):
+        results = json.loads(cohere_rerank(body))["results"]
+        return json.dumps({"results": results}).encode()
     if model_id.startswith("amazon.nova"):
         params = body.get("singleEmbeddingParams")
         if body.get("taskType") != "SINGLE_EMBEDDING" or not isinstance(params, dict):
@@ -253,3 +263,25 @@ def bedrock_rerank(body: dict[str, Any]) -> bytes:
     top_n = (config.get("bedrockRerankingConfiguration") or {}).get("numberOfResults")
     results = [{"index": i, "relevanceScore": s} for i, s in _ranked(query, texts, top_n)]
     return json.dumps({"results": results}).encode()
+
+
+SAGEMAKER_DIMENSIONS = 768
+
+
+def sagemaker_answer(body: Any) -> bytes:
+    """A SageMaker embedding or rerank endpoint's answer to ``body`` (see the module doc)."""
+    if not isinstance(body, dict):
+        raise EmbeddingRequestError("the body must be a JSON object")
+    inputs = body.get("inputs")
+    if "query" in body and "texts" in body:
+        query, texts = body["query"], _texts(body["texts"], "texts")
+        if not isinstance(query, str):
+            raise EmbeddingRequestError("query must be a string")
+        return json.dumps([{"index": i, "score": s} for i, s in _ranked(query, texts, None)]).encode()
+    if isinstance(inputs, list) and inputs and all(isinstance(p, dict) for p in inputs):
+        pairs = [(p.get("text"), p.get("text_pair")) for p in inputs]
+        if not all(isinstance(a, str) and isinstance(b, str) for a, b in pairs):
+            raise EmbeddingRequestError("each input needs a text and a text_pair")
+        return json.dumps([{"label": "LABEL_0", "score": fake_relevance(a, b)} for a, b in pairs]).encode()
+    texts = [inputs] if isinstance(inputs, str) else _texts(inputs, "inputs")
+    return ("[" + ",".join(_vector_json(t, SAGEMAKER_DIMENSIONS, "float") for t in texts) + "]").encode()

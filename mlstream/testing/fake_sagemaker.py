@@ -10,12 +10,15 @@ errors carry ``x-amzn-ErrorType`` and ``{"message"}``. The real boto3
 ``sagemaker-runtime`` client works against it unchanged
 (``tests/integration/test_fake_sagemaker.py``).
 
-The container (``container="tgi"`` or ``"lmi"``) shapes the bytes:
+The container (``container="tgi"``, ``"lmi"`` or ``"encoder"``) shapes the bytes:
 
     tgi   SSE: data:{"index", "token": {"id", "text", "logprob", "special"}, "generated_text", "details"}
           the last token is the special ``</s>``; non-stream: [{"generated_text", "details"}]
     lmi   JSON lines: {"token": {"id", "text", "log_prob"}, "generated_text", "details"}
           non-stream: {"generated_text", "details"}
+
+    encoder  an embedding / rerank endpoint (Text Embeddings Inference, a Hugging Face
+          cross-encoder), non-stream only: ``embeddings.sagemaker_answer``
 
 ``details`` (finish reason, token counts) comes when the request's ``parameters`` set
 ``"details": true``, as in both containers. Behaviour per request:
@@ -35,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlstream.testing import sigv4
+from mlstream.testing.embeddings import EmbeddingRequestError, sagemaker_answer
 from mlstream.testing.eventstream import encode_message, encode_payload_part
 from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none, serve_until_signalled
 from mlstream.testing.scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scenario, ScriptedHandler,
@@ -42,7 +46,7 @@ from mlstream.testing.scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scen
 
 __all__ = ["CONTAINERS", "DEFAULT_TEXT", "FakeSageMaker", "Scenario", "connector", "fake_tokens"]
 
-CONTAINERS = ("tgi", "lmi")
+CONTAINERS = ("tgi", "lmi", "encoder")
 _ROUTE = re.compile(r"/endpoints/([^/]+)/(invocations|invocations-response-stream)")
 _STATUS_ERRORS = {400: "ValidationError", 404: "ValidationError", 424: "ModelError", 429: "ThrottlingException",
                   500: "InternalFailure", 503: "ServiceUnavailable"}
@@ -120,6 +124,9 @@ class _Handler(ScriptedHandler):
         if route is None or self.command != "POST":
             self._error(404, "UnknownOperationException", f"No route for {self.command} {path}")
             return
+        if fake.container == "encoder":
+            self._encode(route[2], body)
+            return
         if not isinstance(body, dict) or not isinstance(body.get("inputs"), str):
             self._error(424, "ModelError", 'Received client error (422) from primary: "inputs" is required')
             return
@@ -152,14 +159,30 @@ class _Handler(ScriptedHandler):
         self.send_json(200, [answer] if fake.container == "tgi" else answer,
                        {"x-amzn-RequestId": str(uuid.uuid4()), "X-Amzn-Invoked-Production-Variant": "AllTraffic"})
 
+    def _encode(self, operation: str, body: Any) -> None:
+        if operation != "invocations":
+            self._error(400, "ValidationError", "This endpoint does not support response streaming")
+            return
+        try:
+            answer = sagemaker_answer(body)
+        except EmbeddingRequestError as error:
+            self._error(424, "ModelError", f'Received client error (400) from primary: "{error}"')
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+        self.end_headers()
+        self.send(answer)
+
     def _error(self, status: int, error_type: str, message: str) -> None:
         self.send_json(status, {"message": message}, {"x-amzn-ErrorType": f"{error_type}:http://internal.amazon.com/"
                                                       "coral/com.amazonaws.sagemaker/"})
 
 
 class FakeSageMaker(FakeServer):
-    """A SageMaker runtime on loopback whose endpoints serve one ``container`` ("tgi" or
-    "lmi"); SigV4 checked against the given credentials (see :class:`FakeServer`)."""
+    """A SageMaker runtime on loopback whose endpoints serve one ``container`` ("tgi",
+    "lmi" or "encoder"); SigV4 checked against the given credentials (see :class:`FakeServer`)."""
 
     handler = _Handler
     stats: ScriptedStats

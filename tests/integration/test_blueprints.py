@@ -693,25 +693,11 @@ def test_bedrock_converse_blueprint_with_structured_output(bedrock: FakeBedrock,
     assert sent["toolConfig"] == tool_config and sent["system"] == [{"text": 'Extract "facts".'}]
 
 
-def test_painless_process_function_is_refused_at_creation(bedrock: FakeBedrock, api: Client) -> None:
-    """docs/tutorials/rerank/rerank_pipeline_with_Amazon_Rerank_model_on_Amazon_Bedrock.md
-    uses Painless scripts: refused with a 400 naming the construct, nothing stored."""
-    connector = titan_connector(bedrock)
-    connector["actions"][0]["pre_process_function"] = (
-        "\n        def query_text = params.query_text;\n        def text_docs = params.text_docs;\n"
-        "        return '{\"parameters\": {\"query\": \"' + query_text + '\"}}';\n")
-    reply = api.call("POST", "/_plugins/_ml/connectors/_create", connector)
-    assert reply.status == 400
-    assert "[actions[0].pre_process_function] is a Painless script" in reply.body["error"]["reason"]
-    assert api.ok("POST", "/_plugins/_ml/connectors/_search", {"query": {"match_all": {}}})["hits"]["total"][
-        "value"] == 0
-
-
 def test_dry_run_checks_the_connector_and_stores_nothing(fake: FakeOpenAI, api: Client) -> None:
     """MLCreateConnectorInput.java dry_run: the answer's id is "dryRunConnector"."""
     assert api.ok("POST", "/_plugins/_ml/connectors/_create",
                   {**openai_embedding_connector(fake), "dry_run": True}) == {"connector_id": "dryRunConnector"}
-    bad = openai_embedding_connector(fake, post_process_function="return params;")
+    bad = openai_embedding_connector(fake, post_process_function="return params +;")
     assert api.call("POST", "/_plugins/_ml/connectors/_create", {**bad, "dry_run": True}).status == 400
     hits = api.ok("POST", "/_plugins/_ml/connectors/_search", {"query": {"match_all": {}}})["hits"]
     assert hits["total"]["value"] == 0

@@ -140,6 +140,16 @@ def test_boto3_invoke_model_titan(bedrock: FakeBedrock) -> None:
     assert image["embedding"] == list(fake_vector("|aW1n", 1024))
 
 
+def test_boto3_invoke_model_rerank(bedrock: FakeBedrock) -> None:
+    """InvokeModel on amazon.rerank-v1:0 (and Cohere Rerank on Bedrock): best first."""
+    docs = ["a dog", "the red cat", "a red car"]
+    answer = invoke(bedrock, "amazon.rerank-v1:0", {"query": "red cat", "documents": docs})
+    assert answer == {"results": [{"index": 1, "relevance_score": 1.0}, {"index": 2, "relevance_score": 0.5},
+                                  {"index": 0, "relevance_score": 0.0}]}
+    assert invoke(bedrock, "cohere.rerank-v3-5:0", {"query": "red cat", "documents": docs, "top_n": 1,
+                                                    "api_version": 2})["results"] == answer["results"][:1]
+
+
 def test_boto3_invoke_model_cohere_and_nova(bedrock: FakeBedrock) -> None:
     cohere_answer = invoke(bedrock, "cohere.embed-english-v3", {"texts": ["a", "b"], "input_type": "search_document"})
     assert cohere_answer["embeddings"] == [list(fake_vector("a", 1024)), list(fake_vector("b", 1024))]

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError, EventStreamError
 
 from mlstream.providers.events import Delta, Done
 from mlstream.providers.sagemaker import LMIStreamDecoder, TGIStreamDecoder
+from mlstream.testing.embeddings import SAGEMAKER_DIMENSIONS, fake_relevance, fake_vector
 from mlstream.testing.fake_sagemaker import DEFAULT_TEXT, FakeSageMaker, Scenario, fake_tokens
 
 from .helpers import isolate_aws_environment
@@ -93,3 +94,21 @@ def test_wrong_secret_is_refused(fake):
         runtime(fake, secret_key="wrong-secret").invoke_endpoint(EndpointName=ENDPOINT, Body=body())
     assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
     assert fake.stats.auth_failures == 1
+
+
+@pytest.mark.parametrize("request_body, expected", [
+    ({"inputs": "a red cat"}, [list(fake_vector("a red cat", SAGEMAKER_DIMENSIONS))]),
+    ({"query": "red cat", "texts": ["a dog", "a red cat"]},
+     [{"index": 1, "score": fake_relevance("red cat", "a red cat")}, {"index": 0, "score": 0.0}]),
+    ({"inputs": [{"text": "red cat", "text_pair": "a red cat"}, {"text": "red cat", "text_pair": "a dog"}]},
+     [{"label": "LABEL_0", "score": 1.0}, {"label": "LABEL_0", "score": 0.0}]),
+])
+def test_encoder_endpoints_answer_embeddings_and_scores(request_body, expected):
+    """The "encoder" container: Text Embeddings Inference (embed, rerank) and a cross-encoder."""
+    with FakeSageMaker(container="encoder") as fake:
+        response = runtime(fake).invoke_endpoint(EndpointName=ENDPOINT, Body=json.dumps(request_body).encode(),
+                                                 ContentType="application/json")
+        assert json.loads(response["Body"].read()) == expected
+        with pytest.raises(ClientError) as caught:
+            runtime(fake).invoke_endpoint(EndpointName=ENDPOINT, Body=b'{"inputs": 3}', ContentType="application/json")
+        assert caught.value.response["Error"]["Code"] == "ModelError"

@@ -40,8 +40,10 @@ def test_action_fields_ml_commons_accepts_are_kept() -> None:
     ({"supports_structured_output": "yes"}, "supports_structured_output] must be true or false"),
     ({"name": "has space"}, "[actions[0].name] must be"),
     ({"name": "predict"}, "not an action type"),
-    ({"pre_process_function": "return params.text_docs;"},
-     "[actions[0].pre_process_function] is a Painless script"),
+    ({"pre_process_function": "return params.text_docs +;"},
+     "[actions[0].pre_process_function] Painless syntax error at line 1, column 26"),
+    ({"post_process_function": "new File('/etc/passwd')"},
+     "[actions[0].post_process_function] Painless construct not supported at line 1, column 5: class File"),
     ({"post_process_function": "connector.post_process.openai.embeddingz"},
      "[actions[0].post_process_function] connector.post_process.openai.embeddingz is not a built-in"),
 ])

@@ -186,7 +186,9 @@ PRE_ERRORS = [
     ("multimodal-nothing", PRE + "bedrock.multimodal_embedding", TextDocs((None,)), "No input text or image"),
     ("cohere-images-null", PRE + "cohere.multimodal_embedding", TextDocs((None,)), "No image provided"),
     ("similarity-without-function", None, SIMILARITY, "pre_process_function not defined"),
-    ("painless", "return params.text_docs;", DOCS, "Painless script"),
+    ("painless-returns-a-list", "return params.text_docs;", DOCS, "Cannot cast [ArrayList] to [String]"),
+    ("painless-returns-null", "return null;", DOCS, "Preprocess function output is null"),
+    ("painless-returns-not-json", "return 'input: ' + params.text_docs[0];", DOCS, "not JSON"),
 ]
 
 
@@ -346,11 +348,12 @@ def test_data_type_from_filter(path: str, expected: str | None) -> None:
 # ------------------------------------------------------------------ names at connector creation
 
 @pytest.mark.parametrize("field, name, message", [
-    ("pre_process_function", "return params.text_docs;", "Painless script"),
-    ("post_process_function", "def x = params['embedding']; return x;", "Painless script"),
+    ("pre_process_function", "return params.text_docs)", "Painless syntax error at line 1, column 24: expected ';'"),
+    ("post_process_function", "def x = params['embedding'];\n return y;", "line 2, column 9: cannot resolve symbol [y]"),
+    ("post_process_function", "params.x.forEach(v -> v)", "line 1, column 20: lambda"),
     ("pre_process_function", "connector.pre_process.openai.embeddings", "not a built-in function"),
     ("post_process_function", "connector.post_process.bedrock.embedding.float", "not a built-in function"),
-    ("pre_process_function", "${parameters.pre}", "Painless script"),
+    ("pre_process_function", "${parameters.pre} +", "Painless syntax error"),
 ])
 def test_check_function_name_refuses(field: str, name: str, message: str) -> None:
     with pytest.raises(BadRequest) as caught:

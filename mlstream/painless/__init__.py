@@ -1,0 +1,87 @@
+"""A sandboxed subset of Painless: enough to run the pre- and post-process scripts that
+ml-commons' published connector blueprints and tutorials carry.
+
+Pure and I/O-free: lexer (``lexer``), parser to frozen AST values (``parser``, ``syntax``),
+a compiler to closures that runs within a step and allocation budget (``runtime``), Java
+values and their printing (``values``, ``operators``) and the whitelist (``library``).
+A script reaches nothing but the values it is given: there are no imports, no classes
+beyond the whitelist and no reflection.
+
+    script = compile_script(source)          # ScriptError (400) naming line and column
+    text = script.run({"text_docs": [...]})  # ScriptError on a failure or a spent budget
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ..errors import ScriptError
+from .library import Budget, Limits
+from .operators import Fault
+from .parser import parse
+from .runtime import CompiledScript, compile_program
+
+__all__ = ["DEFAULT_LIMITS", "Limits", "Script", "ScriptError", "compile_script"]
+
+DEFAULT_LIMITS = Limits()
+MAX_SOURCE_CHARS = 100_000
+_CACHE_SIZE = 256
+
+
+def _escape(budget: Budget, value: Any) -> str:
+    """ml-commons' ``escape`` helper (``StringUtils.DEFAULT_ESCAPE_FUNCTION``), which it
+    prepends to a script that calls ``escape`` without declaring it. Each step below is one
+    of its replacements, in its order; like it, a real tab is left alone and only the
+    two characters backslash-t are rewritten."""
+    if value is None:
+        raise Fault("NullPointerException", "escape(null): Cannot invoke [contains] on a null value")
+    if type(value) is not str:
+        raise Fault("IllegalArgumentException", f"escape needs a String, not a {type(value).__name__}")
+    text = value
+    for old, new in (("\\", "\\\\"), ('"', '\\"'), ("\r", "\\r"), ("\\t", "\\\\\\t"), ("\n", "\\n"),
+                     ("\b", "\\b"), ("\f", "\\f")):
+        if old in text:
+            text = budget.string(text.replace(old, new))
+    return text
+
+
+BUILTINS = {"escape": (1, _escape)}
+
+
+class Script:
+    """A compiled script; immutable, safe to run from many threads at once."""
+
+    __slots__ = ("_compiled", "source")
+
+    def __init__(self, source: str, compiled: CompiledScript) -> None:
+        self.source = source
+        self._compiled = compiled
+
+    def run(self, params: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> Any:
+        return self._compiled.run(params, limits)
+
+
+_cache: OrderedDict[str, Script] = OrderedDict()
+_cache_lock = threading.Lock()   # guards _cache (a compile runs outside it)
+
+
+def compile_script(source: str) -> Script:
+    """The compiled script for ``source``; the last few hundred are kept compiled."""
+    with _cache_lock:
+        script = _cache.get(source)
+        if script is not None:
+            _cache.move_to_end(source)
+            return script
+    if len(source) > MAX_SOURCE_CHARS:
+        raise ScriptError(f"a Painless script may be at most {MAX_SOURCE_CHARS} characters long")
+    try:
+        script = Script(source, compile_program(parse(source), BUILTINS))
+    except RecursionError:
+        raise ScriptError("Painless syntax error: the script is nested too deeply") from None
+    with _cache_lock:
+        _cache[source] = script
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return script

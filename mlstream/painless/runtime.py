@@ -1,0 +1,795 @@
+"""Compiles a ``syntax.Program`` into Python closures and runs it within a ``Budget``.
+
+Pure. Names are resolved when the script is compiled: a variable used before it is
+declared, a function that does not exist, a method-less static or an unknown class is a
+``ScriptError`` then, at connector creation, with its line and column. At run time every
+statement, loop iteration and call costs a step; strings and collections are charged
+to the allocation budget; a Java exception (``Fault``) or a spent budget becomes a
+``ScriptError`` naming the line it happened on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ScriptError
+from . import library
+from .library import Budget, BudgetExceeded, Limits
+from .operators import Fault, binary, equals, truthy
+from .syntax import (
+    Assign,
+    Binary,
+    Block,
+    Call,
+    Cast,
+    Conditional,
+    Declare,
+    Elvis,
+    Expr,
+    ExprStatement,
+    Field,
+    For,
+    ForEach,
+    Function,
+    If,
+    Increment,
+    Index,
+    InstanceOf,
+    Jump,
+    ListInit,
+    Literal,
+    LocalCall,
+    MapInit,
+    NewArray,
+    NewObject,
+    Program,
+    Return,
+    Statement,
+    StaticCall,
+    StaticField,
+    Throw,
+    TypeName,
+    Unary,
+    Variable,
+    While,
+)
+from .values import (
+    JArray,
+    JException,
+    JFloat,
+    JLong,
+    JStringBuilder,
+    type_name,
+    wrap_int,
+    wrap_long,
+)
+
+__all__ = ["CompiledScript", "compile_program"]
+
+Frame = list            # slot 0: the Budget; then the function's variables
+Eval = Callable[[Frame], Any]
+Exec = Callable[[Frame], Any]   # None, BREAK, CONTINUE or a _Returned
+
+INTERNAL = "an operation this interpreter does not support on these values"
+BREAK = object()
+CONTINUE = object()
+
+
+class _Returned:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class _Thrown(Exception):
+    def __init__(self, exception: JException) -> None:
+        super().__init__(exception.type)
+        self.exception = exception
+
+
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    index: int
+    type: TypeName
+
+
+class _Scope:
+    def __init__(self, parent: _Scope | None, counter: list[int]) -> None:
+        self.parent = parent
+        self.names: dict[str, _Slot] = {}
+        self.counter = counter   # shared by the function's scopes: slots are never reused
+
+    def find(self, name: str) -> _Slot | None:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.names:
+                return scope.names[name]
+            scope = scope.parent
+        return None
+
+    def declare(self, name: str, type_: TypeName, line: int, column: int) -> _Slot:
+        if self.find(name) is not None:
+            raise _compile_error(line, column, f"variable [{name}] is already defined")
+        slot = _Slot(self.counter[0], type_)
+        self.counter[0] += 1
+        self.names[name] = slot
+        return slot
+
+
+def _compile_error(line: int, column: int, message: str) -> ScriptError:
+    return ScriptError(f"Painless compile error at line {line}, column {column}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class _FunctionInfo:
+    node: Function
+    code: list          # [body, frame size, [(slot, type) per parameter]], filled once compiled
+                        # (a call may be compiled before its function: functions may recurse)
+
+
+class CompiledScript:
+    """A compiled script: ``run(params, limits)`` returns the script's value."""
+
+    def __init__(self, body: Exec, frame_size: int, params_slot: int) -> None:
+        self._body = body
+        self._frame_size = frame_size
+        self._params_slot = params_slot
+
+    def run(self, params: dict[str, Any], limits: Limits) -> Any:
+        budget = Budget(limits)
+        frame: Frame = [None] * self._frame_size
+        frame[0] = budget
+        frame[self._params_slot] = params
+        try:
+            outcome = self._body(frame)
+        except Fault as fault:
+            raise ScriptError(f"Painless runtime error at line {budget.line}: {fault}") from None
+        except _Thrown as thrown:
+            exc = thrown.exception
+            raise ScriptError(f"Painless runtime error at line {budget.line}: {exc.type}"
+                              + (f": {exc.message}" if exc.message is not None else "")) from None
+        except BudgetExceeded as spent:
+            raise ScriptError(f"Painless script stopped at line {budget.line}: {spent}") from None
+        except RecursionError:
+            raise ScriptError(f"Painless script stopped at line {budget.line}: nested too deeply") from None
+        except (TypeError, ValueError, ArithmeticError, LookupError) as error:
+            # A value combination the whitelist does not foresee: still the script's error,
+            # never a traceback (the fuzz tests look for this message and fail on it).
+            raise ScriptError(f"Painless runtime error at line {budget.line}: {INTERNAL} "
+                              f"({type(error).__name__})") from None
+        if isinstance(outcome, _Returned):
+            return outcome.value
+        return outcome
+
+
+def compile_program(program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> CompiledScript:
+    """``builtins``: helper functions (name -> (arity, fn(budget, *args))) a script may call
+    without declaring them (ml-commons' ``escape``), unless it declares its own."""
+    return _Compiler(program, builtins).compile()
+
+
+class _Compiler:
+    def __init__(self, program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> None:
+        self.program = program
+        self.functions: dict[tuple[str, int], _FunctionInfo] = {}
+        for function in program.functions:
+            key = (function.name, len(function.parameters))
+            if key in self.functions:
+                raise _compile_error(function.line, function.column,
+                                     f"function [{function.name}/{len(function.parameters)}] is already defined")
+            self.functions[key] = _FunctionInfo(function, [None, 0, []])
+        declared = {name for name, _ in self.functions}
+        self.builtins = {name: value for name, value in builtins.items() if name not in declared}
+        self.scope = _Scope(None, [1])
+        self.loops = 0
+        self.returns: TypeName = TypeName("def")
+
+    # ------------------------------------------------------------ program
+
+    def compile(self) -> CompiledScript:
+        for info in self.functions.values():
+            self.function(info)
+        self.scope = _Scope(None, [1])
+        params_slot = self.scope.declare("params", TypeName("Map"), 0, 0).index
+        self.returns = TypeName("String")
+        body = self.statements(self.program.body, implicit_return=True)
+        return CompiledScript(body, self.scope.counter[0], params_slot)
+
+    def function(self, info: _FunctionInfo) -> None:
+        node = info.node
+        self.scope = _Scope(None, [1])
+        slots = [self.scope.declare(name, ptype, node.line, node.column) for ptype, name in node.parameters]
+        self.returns = node.returns
+        self.loops = 0
+        body = self.statements(node.body.statements, implicit_return=False)
+        info.code[0] = body
+        info.code[1] = self.scope.counter[0]
+        info.code[2] = [(slot.index, slot.type) for slot in slots]
+
+    # ------------------------------------------------------------ statements
+
+    def statements(self, statements: tuple[Statement, ...], *, implicit_return: bool) -> Exec:
+        outer = self.scope
+        self.scope = _Scope(outer, outer.counter)
+        compiled: list[Exec] = []
+        for position, statement in enumerate(statements):
+            last = implicit_return and position == len(statements) - 1
+            if last and isinstance(statement, ExprStatement):
+                # Painless returns the value of a script's last expression statement.
+                compiled.append(self.return_of(statement.expr, statement.line))
+            else:
+                compiled.append(self.statement(statement))
+        self.scope = outer
+        code = tuple(compiled)
+        if len(code) == 1:
+            return code[0]
+
+        def block(frame: Frame) -> Any:
+            for run in code:
+                outcome = run(frame)
+                if outcome is not None:
+                    return outcome
+            return None
+        return block
+
+    def block(self, block: Block) -> Exec:
+        return self.statements(block.statements, implicit_return=False)
+
+    def statement(self, node: Statement) -> Exec:
+        line = node.line
+        inner = self._statement(node)
+
+        def step(frame: Frame) -> Any:
+            budget = frame[0]
+            budget.line = line
+            budget.steps += 1
+            if budget.steps > budget.limits.max_steps:
+                raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
+            return inner(frame)
+        return step
+
+    def _statement(self, node: Statement) -> Exec:
+        if isinstance(node, ExprStatement):
+            expr = self.expr(node.expr)
+
+            def run_expr(frame: Frame) -> None:
+                expr(frame)
+            return run_expr
+        if isinstance(node, Declare):
+            return self.declare(node)
+        if isinstance(node, If):
+            return self.if_(node)
+        if isinstance(node, While):
+            return self.while_(node)
+        if isinstance(node, For):
+            return self.for_(node)
+        if isinstance(node, ForEach):
+            return self.for_each(node)
+        if isinstance(node, Return):
+            if node.value is None:
+                returned = _Returned(None)
+                return lambda frame: returned
+            return self.return_of(node.value, node.line)
+        if isinstance(node, Throw):
+            value = self.expr(node.value)
+
+            def throw(frame: Frame) -> None:
+                exc = value(frame)
+                if type(exc) is not JException:
+                    raise Fault("ClassCastException", f"throw needs an exception, not [{type_name(exc)}]")
+                raise _Thrown(exc)
+            return throw
+        if isinstance(node, Jump):
+            if not self.loops:
+                raise _compile_error(node.line, node.column, f"{node.kind} outside of a loop")
+            signal = BREAK if node.kind == "break" else CONTINUE
+            return lambda frame: signal
+        if isinstance(node, Block):   # pragma: no cover - the parser makes no bare blocks
+            return self.block(node)
+        raise AssertionError(node)  # pragma: no cover
+
+    def return_of(self, node: Expr, line: int) -> Exec:
+        value = self.expr(node)
+        rtype = self.returns
+        if rtype.name == "void":
+            raise _compile_error(node.line, node.column, "a void function cannot return a value")
+        if rtype.name == "def" and not rtype.dims:
+            return lambda frame: _Returned(value(frame))
+
+        def ret(frame: Frame) -> _Returned:
+            return _Returned(library.coerce(value(frame), rtype.name, rtype.dims, "as the return value"))
+        return ret
+
+    def declare(self, node: Declare) -> Exec:
+        assigns: list[tuple[int, Eval | None]] = []
+        type_ = node.type
+        for name, init, line, column in node.names:
+            value = self.expr(init) if init is not None else None
+            slot = self.scope.declare(name, type_, line, column)   # after init: "def x = x" is an error
+            assigns.append((slot.index, value))
+        default = _default(type_)
+        store = self.storer(type_)
+        items = tuple(assigns)
+
+        def declare(frame: Frame) -> None:
+            for index, value in items:
+                frame[index] = default if value is None else store(value(frame))
+        return declare
+
+    def storer(self, type_: TypeName) -> Callable[[Any], Any]:
+        if type_.name == "def" and not type_.dims:
+            return lambda value: value
+        name, dims = type_.name, type_.dims
+        return lambda value: library.coerce(value, name, dims)
+
+    def condition(self, node: Expr, where: str) -> Eval:
+        value = self.expr(node)
+
+        def check(frame: Frame) -> bool:
+            result = value(frame)
+            if result is True or result is False:
+                return result
+            return truthy(result, where)
+        return check
+
+    def if_(self, node: If) -> Exec:
+        condition = self.condition(node.condition, "an if condition")
+        then = self.block(node.then)
+        otherwise = self.block(node.otherwise) if node.otherwise is not None else None
+
+        def run_if(frame: Frame) -> Any:
+            if condition(frame):
+                return then(frame)
+            if otherwise is not None:
+                return otherwise(frame)
+            return None
+        return run_if
+
+    def loop_body(self, block: Block) -> Exec:
+        self.loops += 1
+        body = self.block(block)
+        self.loops -= 1
+        return body
+
+    def while_(self, node: While) -> Exec:
+        condition = self.condition(node.condition, "a while condition")
+        return _loop(None, condition, None, self.loop_body(node.body), node.do_first)
+
+    def for_(self, node: For) -> Exec:
+        outer = self.scope
+        self.scope = _Scope(outer, outer.counter)
+        init = self._statement(node.init) if node.init is not None else None
+        condition = self.condition(node.condition, "a for condition") if node.condition is not None else None
+        update = self.expr(node.update) if node.update is not None else None
+        body = self.loop_body(node.body)
+        self.scope = outer
+        return _loop(init, condition, update, body, False)
+
+    def for_each(self, node: ForEach) -> Exec:
+        iterable = self.expr(node.iterable)
+        outer = self.scope
+        self.scope = _Scope(outer, outer.counter)
+        slot = self.scope.declare(node.name, node.type, node.line, node.column).index
+        store = self.storer(node.type)
+        body = self.loop_body(node.body)
+        self.scope = outer
+
+        def run_each(frame: Frame) -> Any:
+            budget = frame[0]
+            items = iterable(frame)
+            if type(items) not in (list, JArray):
+                if items is None:
+                    raise Fault("NullPointerException", "for-each over a null value")
+                raise Fault("ClassCastException", f"Cannot iterate over [{type_name(items)}]")
+            for item in list(items):
+                _tick(budget)
+                frame[slot] = store(item)
+                outcome = body(frame)
+                if outcome is not None:
+                    if outcome is BREAK:
+                        break
+                    if outcome is not CONTINUE:
+                        return outcome
+            return None
+        return run_each
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, node: Expr) -> Eval:
+        method = getattr(self, "e_" + type(node).__name__)
+        return method(node)
+
+    def e_Literal(self, node: Literal) -> Eval:
+        value = node.value
+        return lambda frame: value
+
+    def e_Variable(self, node: Variable) -> Eval:
+        slot = self.scope.find(node.name)
+        if slot is None:
+            raise _compile_error(node.line, node.column, f"cannot resolve symbol [{node.name}]")
+        index = slot.index
+        return lambda frame: frame[index]
+
+    def e_ListInit(self, node: ListInit) -> Eval:
+        items = tuple(self.expr(item) for item in node.items)
+
+        def make_list(frame: Frame) -> list:
+            frame[0].charge(len(items))
+            return [item(frame) for item in items]
+        return make_list
+
+    def e_MapInit(self, node: MapInit) -> Eval:
+        entries = tuple((self.expr(k), self.expr(v)) for k, v in node.entries)
+
+        def make_map(frame: Frame) -> dict:
+            frame[0].charge(len(entries))
+            return {library.map_key(key(frame)): value(frame) for key, value in entries}
+        return make_map
+
+    def e_NewObject(self, node: NewObject) -> Eval:
+        if not library.has_constructor(node.type, len(node.args)):
+            raise _compile_error(node.line, node.column,
+                                 f"constructor [{node.type}/{len(node.args)}] is not available to scripts")
+        args = tuple(self.expr(arg) for arg in node.args)
+        type_ = node.type
+        return lambda frame: library.construct(frame[0], type_, [arg(frame) for arg in args])
+
+    def e_NewArray(self, node: NewArray) -> Eval:
+        element, dims = node.type.name, node.type.dims
+        if element == "void":
+            raise _compile_error(node.line, node.column, "an array of void")
+        if node.items is not None:
+            items = tuple(self.expr(item) for item in node.items)
+            inner = TypeName(element, dims - 1)
+            store = self.storer(inner)
+
+            def init_array(frame: Frame) -> JArray:
+                frame[0].charge(len(items))
+                return JArray([store(item(frame)) for item in items], element + "[]" * (dims - 1))
+            return init_array
+        sizes = tuple(self.expr(size) for size in node.sizes)
+        return lambda frame: library.new_array(frame[0], element, dims, [size(frame) for size in sizes])
+
+    def e_Field(self, node: Field) -> Eval:
+        target = self.expr(node.target)
+        name = node.name
+        get = library.get_field
+        if node.null_safe:
+            def null_safe_field(frame: Frame) -> Any:
+                value = target(frame)
+                return None if value is None else get(value, name)
+            return null_safe_field
+
+        def field(frame: Frame) -> Any:
+            value = target(frame)
+            if type(value) is dict:
+                return value.get(name)
+            return get(value, name)
+        return field
+
+    def e_StaticField(self, node: StaticField) -> Eval:
+        if not library.has_static_field(node.type, node.name):
+            raise _compile_error(node.line, node.column, f"static field [{node.type}.{node.name}] is not available")
+        value = library.static_field(node.type, node.name)
+        return lambda frame: value
+
+    def e_Index(self, node: Index) -> Eval:
+        target = self.expr(node.target)
+        index = self.expr(node.index)
+        return lambda frame: _index_get(target(frame), index(frame))
+
+    def e_Call(self, node: Call) -> Eval:
+        target = self.expr(node.target)
+        args = tuple(self.expr(arg) for arg in node.args)
+        name, null_safe = node.name, node.null_safe
+        call = library.call_method
+        if name == "append" and len(args) == 1:
+            return self._append(target, args[0], null_safe)
+
+        def invoke(frame: Frame) -> Any:
+            receiver = target(frame)
+            if receiver is None and null_safe:
+                return None
+            return call(frame[0], receiver, name, [arg(frame) for arg in args])
+        return invoke
+
+    def _append(self, target: Eval, arg: Eval, null_safe: bool) -> Eval:
+        # StringBuilder.append is the hot path of the published scripts: inline it.
+        def append(frame: Frame) -> Any:
+            receiver = target(frame)
+            if type(receiver) is not JStringBuilder:
+                if receiver is None and null_safe:
+                    return None
+                return library.call_method(frame[0], receiver, "append", [arg(frame)])
+            value = arg(frame)
+            budget = frame[0]
+            text = value if type(value) is str else budget.text_of(value)
+            size = receiver.length + len(text)
+            if size > budget.limits.max_string_chars:
+                raise BudgetExceeded(f"the script built a string longer than "
+                                     f"{budget.limits.max_string_chars} characters (max_string_chars)")
+            budget.charge(len(text))
+            receiver.parts.append(text)
+            receiver.length = size
+            return receiver
+        return append
+
+    def e_StaticCall(self, node: StaticCall) -> Eval:
+        if not library.has_static(node.type, node.name, len(node.args)):
+            raise _compile_error(node.line, node.column,
+                                 f"static method [{node.type}.{node.name}/{len(node.args)}] is not available")
+        args = tuple(self.expr(arg) for arg in node.args)
+        type_, name = node.type, node.name
+        return lambda frame: library.call_static(frame[0], type_, name, [arg(frame) for arg in args])
+
+    def e_LocalCall(self, node: LocalCall) -> Eval:
+        args = tuple(self.expr(arg) for arg in node.args)
+        key = (node.name, len(args))
+        if key in self.functions:
+            return self._user_call(self.functions[key], args)
+        builtin = self.builtins.get(node.name)
+        if builtin is not None and builtin[0] == len(args):
+            fn = builtin[1]
+            return lambda frame: fn(frame[0], *[arg(frame) for arg in args])
+        raise _compile_error(node.line, node.column, f"unknown function [{node.name}/{len(args)}]")
+
+    def _user_call(self, info: _FunctionInfo, args: tuple[Eval, ...]) -> Eval:
+        code = info.code
+        returns = info.node.returns
+
+        def call(frame: Frame) -> Any:
+            budget = frame[0]
+            values = [arg(frame) for arg in args]
+            _tick(budget)
+            if budget.depth >= budget.limits.max_call_depth:
+                raise BudgetExceeded(f"the script's functions nested more than "
+                                     f"{budget.limits.max_call_depth} calls deep (max_call_depth)")
+            body, size, slots = code
+            inner: Frame = [None] * size
+            inner[0] = budget
+            for (index, ptype), value in zip(slots, values):
+                inner[index] = value if ptype.name == "def" and not ptype.dims else \
+                    library.coerce(value, ptype.name, ptype.dims, "as an argument")
+            line = budget.line
+            budget.depth += 1
+            try:
+                outcome = body(inner)
+            finally:
+                budget.depth -= 1
+            budget.line = line
+            if isinstance(outcome, _Returned):
+                return outcome.value
+            if returns.name != "void" and returns.name != "def" and not returns.name[0].isupper():
+                raise Fault("IllegalStateException", "a function ended without returning a value")
+            return None
+        return call
+
+    def e_Unary(self, node: Unary) -> Eval:
+        operand = self.expr(node.operand)
+        op = node.op
+        if op == "!":
+            return lambda frame: not truthy(operand(frame), "a ! operand")
+        return lambda frame: _unary(op, operand(frame))
+
+    def e_Cast(self, node: Cast) -> Eval:
+        operand = self.expr(node.operand)
+        name, dims = node.type.name, node.type.dims
+        return lambda frame: library.cast(operand(frame), name, dims)
+
+    def e_Binary(self, node: Binary) -> Eval:
+        left, right = self.expr(node.left), self.expr(node.right)
+        op = node.op
+        if op == "&&":
+            return lambda frame: truthy(left(frame), "&&") and truthy(right(frame), "&&")
+        if op == "||":
+            return lambda frame: truthy(left(frame), "||") or truthy(right(frame), "||")
+        if op == "+":
+            return lambda frame: _plus(frame[0], left(frame), right(frame))
+        if op == "==":
+            return lambda frame: equals(left(frame), right(frame))
+        if op == "!=":
+            return lambda frame: not equals(left(frame), right(frame))
+        return lambda frame: binary(op, left(frame), right(frame))
+
+    def e_InstanceOf(self, node: InstanceOf) -> Eval:
+        operand = self.expr(node.operand)
+        name, dims = node.type.name, node.type.dims
+        return lambda frame: library.is_instance(operand(frame), name, dims)
+
+    def e_Conditional(self, node: Conditional) -> Eval:
+        condition = self.condition(node.condition, "a ?: condition")
+        then, otherwise = self.expr(node.then), self.expr(node.otherwise)
+        return lambda frame: then(frame) if condition(frame) else otherwise(frame)
+
+    def e_Elvis(self, node: Elvis) -> Eval:
+        value, fallback = self.expr(node.value), self.expr(node.fallback)
+
+        def elvis(frame: Frame) -> Any:
+            result = value(frame)
+            return fallback(frame) if result is None else result
+        return elvis
+
+    def e_Assign(self, node: Assign) -> Eval:
+        value = self.expr(node.value)
+        op = node.op[:-1]   # "" for plain "="
+        return self.assigner(node.target, lambda frame, old: value(frame) if not op
+                             else _compound(frame[0], op, old, value(frame)), needs_old=bool(op),
+                             narrow=bool(op))
+
+    def e_Increment(self, node: Increment) -> Eval:
+        delta = node.delta
+
+        def update(frame: Frame, old: Any) -> Any:
+            return _compound(frame[0], "+", old, delta)
+        return self.assigner(node.target, update, needs_old=True, narrow=True, post=not node.prefix)
+
+    def assigner(self, target: Expr, compute: Callable[[Frame, Any], Any], *, needs_old: bool,
+                 narrow: bool, post: bool = False) -> Eval:
+        """Stores ``compute(frame, old)`` into ``target``; the expression's value is the new
+        value (or the old one for ``x++``)."""
+        if isinstance(target, Variable):
+            slot = self.scope.find(target.name)
+            if slot is None:
+                raise _compile_error(target.line, target.column, f"cannot resolve symbol [{target.name}]")
+            index, type_ = slot.index, slot.type
+            store = self.storer(type_) if not narrow else _narrower(type_)
+
+            def set_variable(frame: Frame) -> Any:
+                old = frame[index]
+                new = store(compute(frame, old))
+                frame[index] = new
+                return old if post else new
+            return set_variable
+        if isinstance(target, Field):
+            obj = self.expr(target.target)
+            name = target.name
+
+            def set_field(frame: Frame) -> Any:
+                receiver = obj(frame)
+                old = library.get_field(receiver, name) if needs_old else None
+                new = compute(frame, old)
+                library.set_field(frame[0], receiver, name, new)
+                return old if post else new
+            return set_field
+        assert isinstance(target, Index)
+        container, key = self.expr(target.target), self.expr(target.index)
+
+        def set_index(frame: Frame) -> Any:
+            receiver, where = container(frame), key(frame)
+            old = _index_get(receiver, where) if needs_old else None
+            new = compute(frame, old)
+            new = _index_set(frame[0], receiver, where, new)
+            return old if post else new
+        return set_index
+
+
+def _loop(init: Exec | None, condition: Eval | None, update: Eval | None, body: Exec, do_first: bool) -> Exec:
+    """``for (init; condition; update) body``; ``while`` is one without init and update,
+    ``do``/``while`` one whose first turn skips the condition."""
+    def run_loop(frame: Frame) -> Any:
+        budget = frame[0]
+        if init is not None:
+            init(frame)
+        first = do_first
+        while first or condition is None or condition(frame):
+            first = False
+            _tick(budget)
+            outcome = body(frame)
+            if outcome is not None:
+                if outcome is BREAK:
+                    break
+                if outcome is not CONTINUE:
+                    return outcome
+            if update is not None:
+                update(frame)
+        return None
+    return run_loop
+
+
+def _tick(budget: Budget) -> None:
+    budget.steps += 1
+    if budget.steps > budget.limits.max_steps:
+        raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
+
+
+def _default(type_: TypeName) -> Any:
+    if type_.dims:
+        return None
+    return {"int": 0, "short": 0, "byte": 0, "long": JLong(0), "double": 0.0, "float": JFloat(0.0),
+            "boolean": False, "char": "\0"}.get(type_.name)
+
+
+def _narrower(type_: TypeName) -> Callable[[Any], Any]:
+    """Compound assignment and ++ cast the result back to the variable's type (Java's rule)."""
+    if type_.name == "def" and not type_.dims:
+        return lambda value: value
+    name, dims = type_.name, type_.dims
+    if not dims and name in ("int", "long", "short", "byte", "float", "double", "char"):
+        return lambda value: library.cast(value, name, 0)
+    return lambda value: library.coerce(value, name, dims)
+
+
+def _plus(budget: Budget, a: Any, b: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if ta is str or tb is str:
+        return budget.string((a if ta is str else budget.text_of(a)) + (b if tb is str else budget.text_of(b)))
+    if ta is int and tb is int and -_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT:
+        return wrap_int(a + b)
+    return binary("+", a, b)
+
+
+def _compound(budget: Budget, op: str, old: Any, value: Any) -> Any:
+    if op == "+":
+        return _plus(budget, old, value)
+    if op == "&&" or op == "||":   # pragma: no cover - no such compound operator
+        raise AssertionError(op)
+    return binary(op, old, value)
+
+
+_INT_LIMIT = 2**31
+
+
+def _unary(op: str, value: Any) -> Any:
+    kind = type(value)
+    if op == "-":
+        if kind is int:
+            return wrap_int(-value) if -_INT_LIMIT <= value < _INT_LIMIT else wrap_long(-value)
+        if kind is JLong:
+            return wrap_long(-value)
+        if kind is float:
+            return -value
+        if kind is JFloat:
+            return JFloat(-value)
+    elif op == "+":
+        if kind in (int, JLong, float, JFloat):
+            return value
+    elif op == "~":
+        if kind is int:
+            return ~value   # ~x stays within x's own width
+        if kind is JLong:
+            return JLong(~value)
+    raise Fault("ClassCastException", f"Cannot apply [{op}] to type [{type_name(value)}]")
+
+
+def _list_position(container: list, index: Any) -> int:
+    if type(index) is not int:
+        raise Fault("ClassCastException", f"an index must be an int, not [{type_name(index)}]")
+    position = index + len(container) if index < 0 else index   # Painless allows list[-1]
+    if not 0 <= position < len(container):
+        raise Fault("IndexOutOfBoundsException", f"Index {index} out of bounds for length {len(container)}")
+    return position
+
+
+def _index_get(container: Any, index: Any) -> Any:
+    kind = type(container)
+    if kind is list or kind is JArray:
+        return container[_list_position(container, index)]
+    if kind is dict:
+        return container.get(library.map_key(index))
+    if container is None:
+        raise Fault("NullPointerException", "Cannot read an element of a null value")
+    raise Fault("IllegalArgumentException", f"Cannot read an element of [{type_name(container)}] with []")
+
+
+def _index_set(budget: Budget, container: Any, index: Any, value: Any) -> Any:
+    kind = type(container)
+    if kind is JArray:
+        element = container.element
+        value = library.coerce(value, element.rstrip("[]"), element.count("[]"), "as an array element") \
+            if element != "def" else value
+        container[_list_position(container, index)] = value
+        return value
+    if kind is list:
+        container[_list_position(container, index)] = value
+        return value
+    if kind is dict:
+        if library.map_key(index) not in container:
+            budget.charge(1)
+        container[index] = value
+        return value
+    if container is None:
+        raise Fault("NullPointerException", "Cannot store an element into a null value")
+    raise Fault("IllegalArgumentException", f"Cannot store an element into [{type_name(container)}] with []")
