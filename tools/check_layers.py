@@ -24,7 +24,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs")),
     ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
                                  "config", "endpoints", "connectors", "processing", "ratelimit", "signing",
-                                 "retry")),
+                                 "retry", "openai_wire")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),

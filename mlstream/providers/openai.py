@@ -10,7 +10,7 @@ from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError
 from ..sse import SSEDecoder
 from .common import count as _count, json_object_body as _json_object_body
-from .events import Delta, Done, Failure, StreamItem
+from .events import Chunk, Delta, Done, Failure, StreamItem
 
 _DONE_MARKER = "[DONE]"
 # The usage the stream's final event carries: OpenAI's own names, as its non-stream
@@ -39,16 +39,22 @@ class OpenAIDialect:
     def new_decoder(self) -> "OpenAIStreamDecoder":
         return OpenAIStreamDecoder(self.chat)
 
+    def new_relay_decoder(self) -> "OpenAIStreamDecoder":
+        """For the OpenAI front: every chunk relayed whole (``Chunk``), not just its text."""
+        return OpenAIStreamDecoder(self.chat, relay=True)
+
 
 OPENAI_CHAT = OpenAIDialect("openai/v1/chat/completions", chat=True)
 OPENAI_COMPLETIONS = OpenAIDialect("openai/v1/completions", chat=False)
 
 
 class OpenAIStreamDecoder:
-    """OpenAI's SSE chunks to values: one Delta per non-empty text, Done at [DONE]."""
+    """OpenAI's SSE chunks to values: one Delta per non-empty text (or, relaying, one
+    Chunk per chunk), Done at [DONE]."""
 
-    def __init__(self, chat: bool) -> None:
+    def __init__(self, chat: bool, relay: bool = False) -> None:
         self._chat = chat
+        self._relay = relay
         self._sse = SSEDecoder()
         self._finish_reason: str | None = None
         self._usage: dict[str, int] | None = None
@@ -82,6 +88,8 @@ class OpenAIStreamDecoder:
             return Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))
         if chunk.get("error") is not None:
             return Failure(UpstreamError(f"the provider failed mid-stream: {_error_message(chunk['error'])}"))
+        if self._relay:
+            return Chunk(data)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = {name: _count(usage.get(name)) for name in USAGE_FIELDS}
