@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 from typing import Any, Callable
+from urllib.parse import unquote
 
 from .. import openai_wire
 from ..errors import BadRequest, InvalidField, ModelNotFound, NotFound
@@ -151,7 +152,7 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
 
     @add("GET", "/models/{model}")
     def get_model(req: Request) -> Reply:
-        reference = req.params["model"]
+        reference = unquote(req.params["model"])  # a name may hold spaces, sent as %20
         deployed = registry.deployed_models()
         found = ([(model_id, doc) for model_id, doc in deployed if model_id == reference]
                  or [(model_id, doc) for model_id, doc in deployed if doc.get("name") == reference])
