@@ -209,6 +209,9 @@ def converse_request(body: Mapping[str, Any]) -> dict[str, Any]:
             _append(messages, "user", [{"toolResult": {"toolUseId": call_id, "content": result}}])
         else:
             raise InvalidField(f"{where}: unknown role {role!r}", param=f"{where}.role")
+    if not messages or messages[0]["role"] != "user":
+        raise InvalidField("Bedrock Converse needs the conversation (after any system messages) to start with a "
+                           "user message", param="messages")
     fields: dict[str, Any] = {"messages": messages}
     if system:
         fields["system"] = system
