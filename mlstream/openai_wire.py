@@ -15,7 +15,8 @@ import base64
 import json
 import re
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import InvalidField
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import unquote
 
 from .. import openai_wire
@@ -45,20 +46,25 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
             return function
         return register
 
+    def deployed(reference: str, *, by_id: bool) -> tuple[str, dict[str, Any]]:
+        """The one deployed model with this name (or id, when ``by_id``): 404 for none or several."""
+        models = registry.deployed_models()
+        found = [(model_id, doc) for model_id, doc in models if by_id and model_id == reference]
+        found = found or [(model_id, doc) for model_id, doc in models if doc.get("name") == reference]
+        if len(found) > 1:
+            raise ModelNotFound(f"The model name `{reference}` is ambiguous: {len(found)} deployed models have "
+                                "it. Use a model id (GET /v1/models lists them).")
+        if not found:
+            raise ModelNotFound(f"The model `{reference}` does not exist or is not deployed.")
+        return found[0]
+
     def find(reference: str) -> ResolvedModel:
-        """A model by id (any registered one, deployed on first use as ml-commons does), else
-        by name among deployed models, where the name must be unique."""
+        """A model by id (any registered one, deployed on first use as ml-commons does: the
+        cached path), else by name among deployed models, where the name must be unique."""
         try:
             return registry.resolve(reference)
         except NotFound:
-            pass
-        named = [model_id for model_id, doc in registry.deployed_models() if doc.get("name") == reference]
-        if len(named) > 1:
-            raise ModelNotFound(f"The model name `{reference}` is ambiguous: {len(named)} deployed models have "
-                                "it. Use a model id (GET /v1/models lists them).")
-        if not named:
-            raise ModelNotFound(f"The model `{reference}` does not exist or is not deployed.")
-        return registry.resolve(named[0])
+            return registry.resolve(deployed(reference, by_id=False)[0])
 
     def note_model(req: Request, model: ResolvedModel) -> None:
         if req.access is not None:
@@ -152,11 +158,5 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
 
     @add("GET", "/models/{model}")
     def get_model(req: Request) -> Reply:
-        reference = unquote(req.params["model"])  # a name may hold spaces, sent as %20
-        deployed = registry.deployed_models()
-        found = ([(model_id, doc) for model_id, doc in deployed if model_id == reference]
-                 or [(model_id, doc) for model_id, doc in deployed if doc.get("name") == reference])
-        if len(found) != 1:
-            raise ModelNotFound(f"The model `{reference}` does not exist or is not deployed." if not found else
-                                f"The model name `{reference}` is ambiguous: {len(found)} deployed models have it.")
-        return Reply(200, openai_wire.model_entry(*found[0]))
+        # Never deploys: only deployed models are listed. A name may hold spaces, sent as %20.
+        return Reply(200, openai_wire.model_entry(*deployed(unquote(req.params["model"]), by_id=True)))

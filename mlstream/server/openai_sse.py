@@ -17,7 +17,8 @@ import json
 from typing import Any
 
 from ..errors import MLStreamError
-from ..openai_wire import finish_reason as openai_finish_reason, openai_usage, tool_call
+from ..openai_wire import finish_reason as openai_finish_reason
+from ..openai_wire import openai_usage, tool_call
 from ..speedups import escape_json_string
 from ..sse import DATA_FIELD, EVENT_END
 from .openai_responses import error_event

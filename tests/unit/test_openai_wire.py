@@ -5,6 +5,7 @@ the translation fuzzed: whatever JSON comes in, only its own refusal (InvalidFie
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import struct
 
@@ -13,8 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlstream import openai_wire
-from mlstream.errors import (BadRequest, InvalidField, ModelNotFound, Overloaded, Unauthorized, UpstreamError,
-                             UpstreamTimeout)
+from mlstream.errors import (
+    BadRequest,
+    InvalidField,
+    ModelNotFound,
+    Overloaded,
+    Unauthorized,
+    UpstreamError,
+    UpstreamTimeout,
+)
 from mlstream.server import openai_responses
 from mlstream.server.openai_sse import DONE_EVENT, OpenAIChatEvents
 
@@ -210,4 +218,4 @@ def test_converse_translation_only_refuses_with_invalid_field(body):
         return
     json.dumps(fields)  # what is sent is JSON
     roles = [m["role"] for m in fields["messages"]]
-    assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:]))  # alternating turns
+    assert roles[0] == "user" and all(a != b for a, b in itertools.pairwise(roles))  # alternating turns
