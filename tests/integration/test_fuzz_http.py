@@ -190,14 +190,21 @@ def parse_responses(data: bytes, request: bytes) -> list[Response]:
     return responses
 
 
-def assert_error_shape(status: int, headers: Any, body: bytes | None, context: Any = "") -> None:
-    """Not 500; and a non-2xx answer is ``{"error": {"type", "reason", ...}, "status": N}``."""
+def assert_error_shape(status: int, headers: Any, body: bytes | None, context: Any = "", *,
+                       openai: bool = False) -> None:
+    """Not 500; and a non-2xx answer is ``{"error": {"type", "reason", ...}, "status": N}``
+    (``openai``, a ``/v1`` route: ``{"error": {"message", "type", "param", "code"}}``)."""
     assert status != 500, f"500 for {context!r}: {body[:500] if body else body!r}"
     if 200 <= status < 300 or body is None:
         return
     content_type = headers.get("content-type") or headers.get("Content-Type") or ""
     assert content_type.startswith("application/json"), (status, content_type, body[:200], context)
     doc = json.loads(body.decode("utf-8"))
+    if openai:
+        assert isinstance(doc, dict) and set(doc) == {"error"}, (doc, context)
+        assert set(doc["error"]) == {"message", "type", "param", "code"}, (doc, context)
+        assert doc["error"]["message"] and doc["error"]["type"], (doc, context)
+        return
     assert isinstance(doc, dict) and doc.get("status") == status, (doc, context)
     error = doc.get("error")
     assert isinstance(error, dict), (doc, context)
@@ -673,7 +680,8 @@ def fuzz_routes(world: World, routes: list[tuple[str, str]], examples: int, *, s
         method, path, raw = call
         response = world.client.http.request(method, world.url + path, body=raw or None, timeout=HANG,
                                              headers={"Content-Type": "application/json"})
-        assert_error_shape(response.status, response.headers, response.data, (method, path, raw[:300]))
+        assert_error_shape(response.status, response.headers, response.data, (method, path, raw[:300]),
+                           openai=path.startswith("/v1/"))
         if 200 <= response.status < 300 and response.headers.get("Content-Type", "").startswith("application/json"):
             json.loads(response.data)
         if 200 <= response.status < 300 and (method in ("PUT", "DELETE") or "/_undeploy" in path):
