@@ -37,7 +37,7 @@ from ..providers.events import Failure
 from ..settings import ServerSettings
 from ..streaming.channel import Channel
 from . import openai_responses, responses
-from .routing import OPENAI, Reply, Request, Router, StreamReply
+from .routing import ML_COMMONS, OPENAI, Reply, Request, Router, StreamReply
 from .sse_writer import ML_COMMONS_EVENTS, SSEWriter, first_item, stream_head
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     # How this request asked its replies to be written; PLAIN unless it asked.
     _format: responses.ReplyFormat = responses.PLAIN
     # The API the request came through (routing.ML_COMMONS or OPENAI): its errors' body.
-    _front_name: str = "ml-commons"
+    _front_name: str = ML_COMMONS
     server_version = f"mlstream/{__version__}"
     sys_version = ""
     disable_nagle_algorithm = True  # tokens are small writes; Nagle would delay them
@@ -283,7 +283,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         # bare body with no status line; we never speak 0.9.
         if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
             self.request_version = "HTTP/1.1"
-        self._write_reply(Reply(code, error.to_body()))
+        # Once this request's line parsed (command set), its path says whose error body it gets.
+        path = urlsplit(self.path).path if self.command else ""
+        self._front_name = self.front.router.front_of("/" + path.lstrip("/")) if path else ML_COMMONS
+        self._write_reply(self._error_reply(error))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s %s", self.address_string(), format % args)
