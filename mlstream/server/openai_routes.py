@@ -38,7 +38,7 @@ JSON = "application/json"
 
 
 def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) -> None:
-    router.claim_prefix(PREFIX + "/", OPENAI)
+    router.claim_prefix(PREFIX, OPENAI)
 
     def add(method: str, template: str) -> Callable:
         def register(function: Callable) -> Callable:

@@ -92,12 +92,13 @@ class Router:
         self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role, front))
 
     def claim_prefix(self, prefix: str, front: str) -> None:
-        """Paths under ``prefix`` belong to ``front``, matched or not (its 404 and 405 bodies)."""
-        self._front_prefixes.append((prefix, front))
+        """``prefix`` (``/v1``) and the paths under it belong to ``front``, matched or not
+        (its 404 and 405 bodies)."""
+        self._front_prefixes.append((prefix.rstrip("/"), front))
 
     def front_of(self, path: str) -> str:
         for prefix, front in self._front_prefixes:
-            if path.startswith(prefix):
+            if path.startswith(prefix) and (len(path) == len(prefix) or path[len(prefix)] == "/"):
                 return front
         return ML_COMMONS
 

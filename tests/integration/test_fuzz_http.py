@@ -25,6 +25,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from urllib3.util import parse_url
 
 from mlstream.errors import MLStreamError
 from mlstream.framing import parse_request_line
@@ -225,7 +226,12 @@ def _openai_target(payload: bytes, index: int) -> bool:
         target = parse_request_line(payload.split(b"\n", 1)[0]).target
     except MLStreamError:
         return False
-    return urlsplit(target).path.lstrip("/").startswith("v1/")
+    return _under_v1("/" + urlsplit(target).path.lstrip("/"))
+
+
+def _under_v1(path: str) -> bool:
+    """The OpenAI front's paths (``routing.Router.front_of``)."""
+    return path == "/v1" or path.startswith("/v1/")
 
 
 def check_exchange(url: str, payload: bytes, *, half_close: bool = True, timeout: float = HANG) -> list[Response]:
@@ -698,7 +704,7 @@ def fuzz_routes(world: World, routes: list[tuple[str, str]], examples: int, *, s
         response = world.client.http.request(method, world.url + path, body=raw or None, timeout=HANG,
                                              headers={"Content-Type": "application/json"})
         assert_error_shape(response.status, response.headers, response.data, (method, path, raw[:300]),
-                           openai=path.startswith("/v1/"))
+                           openai=_under_v1(parse_url(world.url + path).path or "/"))
         if 200 <= response.status < 300 and response.headers.get("Content-Type", "").startswith("application/json"):
             json.loads(response.data)
         if 200 <= response.status < 300 and (method in ("PUT", "DELETE") or "/_undeploy" in path):
