@@ -23,6 +23,8 @@ from mlstream.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from mlstream.providers.events import Chunk, Done, Failure
+from mlstream.providers.openai import OpenAIStreamDecoder
 from mlstream.server import openai_responses
 from mlstream.server.openai_sse import DONE_EVENT, OpenAIChatEvents
 
@@ -219,3 +221,27 @@ def test_converse_translation_only_refuses_with_invalid_field(body):
     json.dumps(fields)  # what is sent is JSON
     roles = [m["role"] for m in fields["messages"]]
     assert roles[0] == "user" and all(a != b for a, b in itertools.pairwise(roles))  # alternating turns
+
+
+# --------------------------------------------------------------------------- the relay decoder
+
+ROLE = '{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}'
+TOKEN = '{"id":"c","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}'
+
+
+def sse(*events: str) -> bytes:
+    return b"".join(b"data: " + e.encode() + b"\n\n" for e in events)
+
+
+def test_relay_decoder_holds_the_role_chunk_until_the_next_item():
+    decoder = OpenAIStreamDecoder(chat=True, relay=True)
+    assert decoder.feed(sse(ROLE)) == []
+    assert decoder.feed(sse(TOKEN)) == [Chunk(ROLE), Chunk(TOKEN)]
+    assert decoder.feed(sse(TOKEN, "[DONE]")) == [Chunk(TOKEN), Done(None, None)]
+    only_role = OpenAIStreamDecoder(chat=True, relay=True)
+    assert only_role.feed(sse(ROLE, "[DONE]")) == [Chunk(ROLE), Done(None, None)]
+    failed = OpenAIStreamDecoder(chat=True, relay=True)
+    items = failed.feed(sse(ROLE, '{"error": {"message": "boom"}}'))
+    assert len(items) == 1 and isinstance(items[0], Failure)
+    # a first chunk that carries more than the role goes out at once
+    assert OpenAIStreamDecoder(chat=True, relay=True).feed(sse(TOKEN)) == [Chunk(TOKEN)]
