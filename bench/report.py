@@ -91,6 +91,18 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         dbound = "" if cap.get("direct_off_pace_too") else "≥ "
         add("on-pace capacity at 20 ms between chunks", "≥ 160 concurrent streams",
             f"{bound}{level} streams (direct {dbound}{cap['capacity']['direct']})", level >= 160)
+    front = s.get("openai_front") or {}
+    for c, level in (front.get("relay") or {}).items():
+        r = level.get("openai_over_ml_commons")
+        add(f"OpenAI front relay, concurrency {c}", "within 10 % of _predict/stream (× direct, same run)",
+            f"{fmt(_get(level, 'openai', 'ratio_chunks'))} × direct vs {fmt(_get(level, 'ml_commons', 'ratio_chunks'))}"
+            f" × direct: {fmt(r)}", r is not None and r >= 0.9)
+    first = front.get("first_token_c1")
+    if first:
+        r = first.get("openai_over_ml_commons_p50")
+        add("OpenAI front first token, concurrency 1, p50", "within 10 % of _predict/stream",
+            f"{fmt(_get(first, 'openai', 'ms', 'p50'), ' ms', 3)} vs {fmt(_get(first, 'ml_commons', 'ms', 'p50'), ' ms', 3)}"
+            f" (direct {fmt(_get(first, 'direct', 'ms', 'p50'), ' ms', 3)}): {fmt(r)}", r is not None and r <= 1.1)
     idle = results.get("idle", {})
     if idle:
         mb = idle.get("rss_kb", 0) / 1024
@@ -277,6 +289,16 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
                      f"{srv['fds_before']['total']} → {srv['fds_after']['total']} ({srv['fds_peak']})", ""))
         rows.append(("7 churn", "server RSS before → after (MB)", "",
                      f"{srv['rss_kb_before'] / 1024:.1f} → {srv['rss_kb_after'] / 1024:.1f}", ""))
+    for c, level in (_get(s, "openai_front", "relay") or {}).items():
+        for front in ("ml_commons", "openai"):
+            d, m = level[front]["direct"], level[front]["mlstream"]
+            rows.append(("10 OpenAI front", f"{front} chunks/s, c={c}", fmt(d["chunks_per_s"]), fmt(m["chunks_per_s"]),
+                         _ratio(m["chunks_per_s"], d["chunks_per_s"])))
+    first = _get(s, "openai_front", "first_token_c1")
+    if first:
+        for front in ("ml_commons", "openai"):
+            rows.append(("10 OpenAI front", f"{front} first token, c=1 p50 (ms)", fmt(first["direct"]["ms"]["p50"], digits=3),
+                         fmt(first[front]["ms"]["p50"], digits=3), _plus(first[front]["added_ms"]["p50"])))
     emb = s.get("embedding_predict")
     if emb and "docs" in emb:
         for n, e in emb["docs"].items():

@@ -87,6 +87,7 @@ class Config:
     churn_fd_tolerance: int = 8
     churn_rss_growth_mb: int = 64
     embedding_docs: tuple[int, ...] = (1, 16, 256)
+    openai_concurrency: tuple[int, ...] = (1, 16)   # scenario 10: relay levels through both fronts
     embedding_pairs: int = 200
 
     @classmethod
@@ -1480,6 +1481,72 @@ def provider_relay(env: Env) -> dict[str, Any]:
                     "compare chunks/s"}
 
 
+# =========================================================================== 10. the OpenAI front
+
+
+OPENAI_FRONT_SIDES = ("direct", "ml_commons", "openai")
+
+
+def openai_front(env: Env) -> dict[str, Any]:
+    """Scenarios 1 and 2 through ``/v1/chat/completions`` and through ``_predict/stream``, the
+    same model and answer, each paired with the direct provider in the same run.
+
+    Relay: ``_relay_level`` for each front at each ``openai_concurrency`` (its own direct
+    trials alternating with it); the figure is the OpenAI front's mlstream/direct ratio over
+    the ml-commons front's. First token: one client, the three targets alternated request by
+    request (``alternate``), ``latency_pause_ms`` before each; the added time pair by pair
+    (front − the direct request of the same round), and the OpenAI front's first-token p50
+    over the ml-commons front's.
+    """
+    cfg = env.cfg
+    out: dict[str, Any] = {"relay": {}}
+    model = f"gpt-fake?chunks={cfg.throughput_chunks}"
+    ml_pair = env.pair(model, max_connection=max(cfg.openai_concurrency))
+    openai_pair = _openai_pair(env, ml_pair)
+    preflight(env, ml_pair, cfg.throughput_chunks)
+    preflight(env, openai_pair, cfg.throughput_chunks)
+    for c in cfg.openai_concurrency:
+        ml = _relay_level(env, ml_pair, c, env.fake)
+        oa = _relay_level(env, openai_pair, c, env.fake)
+        out["relay"][str(c)] = {"ml_commons": ml, "openai": oa,
+                                "openai_over_ml_commons": ratio(oa["ratio_chunks"], ml["ratio_chunks"])}
+    latency_model = f"gpt-fake?chunks={cfg.latency_chunks}"
+    ml_pair = env.pair(latency_model, max_connection=4)
+    openai_pair = _openai_pair(env, ml_pair)
+    targets = {"direct": (ml_pair.addresses["direct"], ml_pair.requests["direct"]),
+               "ml_commons": (ml_pair.addresses["mlstream"], ml_pair.requests["mlstream"]),
+               "openai": (openai_pair.addresses["mlstream"], openai_pair.requests["mlstream"])}
+    result = alternate(targets, cfg.latency_pairs, pause=cfg.latency_pause_ms / 1000, warmup=10, timeout=300)
+    env.generator_runs.append({"label": "openai front first token", "wall": round(result.wall, 3),
+                               "cpu": round(result.cpu, 3)})
+    values = {side: [_latency_value(r, True) if r.ok else math.nan for r in result.responses[side]]
+              for side in OPENAI_FRONT_SIDES}
+    first: dict[str, Any] = {"model": latency_model, "pause_ms": cfg.latency_pause_ms}
+    for side in OPENAI_FRONT_SIDES:
+        outcomes = Outcomes.of(result.responses[side])
+        first[side] = {"ms": summarize(values[side], 1000), "ok": outcomes.ok, "total": outcomes.total,
+                       "errors": outcomes.errors}
+        if side != "direct":
+            added = [v - d for d, v in zip(values["direct"], values[side]) if d == d and v == v]
+            first[side]["added_ms"] = summarize(added, 1000)
+    first["openai_over_ml_commons_p50"] = ratio(first["openai"]["ms"]["p50"], first["ml_commons"]["ms"]["p50"])
+    out["first_token_c1"] = first
+    out["note"] = ("relay: chunks/s ratio mlstream/direct for each front, and the OpenAI front's over the "
+                   "ml-commons front's (goal >= 0.90); first token: request's first byte -> first event with "
+                   "non-empty content, c=1, the three targets alternated (goal: OpenAI p50 / ml-commons p50 <= 1.10)")
+    return out
+
+
+def _openai_pair(env: Env, ml_pair: Pair) -> Pair:
+    """``ml_pair``'s model and direct request, its mlstream side through ``/v1/chat/completions``:
+    the answer is the provider's own chunks, so the direct dialect's markers count it."""
+    request = build_request(env.mlstream.address, "/v1/chat/completions",
+                            {"model": ml_pair.model_id, "messages": SEED_MESSAGES, "stream": True},
+                            dialect=DIRECT, stream=True, label="openai")
+    return Pair(ml_pair.model, {"direct": ml_pair.requests["direct"], "mlstream": request},
+                {"direct": ml_pair.addresses["direct"], "mlstream": env.mlstream.address}, ml_pair.model_id)
+
+
 SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "relay_throughput": relay_throughput,
     "added_latency": added_latency,
@@ -1490,4 +1557,5 @@ SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "churn": churn,
     "embedding_predict": embedding_predict,
     "provider_relay": provider_relay,
+    "openai_front": openai_front,
 }

@@ -94,6 +94,14 @@ class ScriptError(BadRequest):
     error_type = "script_exception"
 
 
+class InvalidField(BadRequest):
+    """One field of a request cannot be taken; ``param`` names it (OpenAI's error body says which)."""
+
+    def __init__(self, reason: str, *, param: str) -> None:
+        super().__init__(reason)
+        self.param = param
+
+
 class Unauthorized(MLStreamError):
     http_status = 401
     error_type = "security_exception"
@@ -107,6 +115,12 @@ class Forbidden(MLStreamError):
 class NotFound(MLStreamError):
     http_status = 404
     error_type = "resource_not_found_exception"
+
+
+class ModelNotFound(NotFound):
+    """A model named by id or name that no deployed model (or more than one) answers to."""
+
+    error_type = "model_not_found"
 
 
 class MethodNotAllowed(MLStreamError):

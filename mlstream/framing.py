@@ -198,9 +198,11 @@ def body_framing(transfer_encoding: str | None, content_length: str | None, limi
         return Framing()
     # ASCII digits only (RFC 9110 8.6): int() would also take "1_0", "+5" or "٣", and two
     # parsers disagreeing on a body's length is how requests are smuggled.
-    if not _DIGITS.fullmatch(content_length.strip()):
+    # Only HTTP's optional whitespace around it (str.strip would also take "\x1f", which int() refuses).
+    value = content_length.strip(" \t")
+    if not _DIGITS.fullmatch(value):
         raise BadRequest(f"invalid Content-Length [{content_length}]")
-    length = int(content_length)
+    length = int(value)
     if length > limit:
         raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit of {limit} bytes")
     return Framing(length=length)

@@ -61,31 +61,33 @@ class Metrics:
         # Guards the counters: only arithmetic under it (and render's formatting).
         self._lock = threading.Lock()
         self._chunks = 0
-        self._streams = Counter[str]()
+        self._streams = Counter[tuple[str, str]]()  # by (front, outcome)
         self._upstream_errors = Counter[str]()
         self._upstream_retries = Counter[str]()
         self._ttfc = Histogram(TTFC_BUCKETS)
-        self._http_requests = Counter[tuple[str, str, int]]()
+        self._http_requests = Counter[tuple[str, str, str, int]]()  # by (front, route, method, status)
         self._http_durations: dict[str, Histogram] = {}
         self._predictions: dict[str, PredictionCounts] = {}
         self._all_predictions = PredictionCounts()
 
-    def stream_finished(self, outcome: str, chunks: int, first_chunk_seconds: float | None) -> None:
+    def stream_finished(self, outcome: str, chunks: int, first_chunk_seconds: float | None,
+                        front: str = "ml-commons") -> None:
         with self._lock:
-            self._streams[outcome] += 1
+            self._streams[(front, outcome)] += 1
             self._chunks += chunks
             if first_chunk_seconds is not None:
                 self._ttfc.observe(first_chunk_seconds)
 
     def http_request(self, route: str, method: str, status: int, seconds: float,
-                     model_id: str | None = None) -> None:
-        """One answered request; ``route`` is the route's template, so labels stay few.
-        ``model_id``, given once a predict route found the model, counts the request as
-        that model's prediction."""
+                     model_id: str | None = None, front: str = "ml-commons") -> None:
+        """One answered request; ``route`` is the route's template, so labels stay few;
+        ``front`` the API it came through (ml-commons or openai). ``model_id``, given once a
+        predict route (any front) found the model, counts the request as that model's
+        prediction."""
         with self._lock:
-            if model_id is not None and "_predict" in route:
+            if model_id is not None and ("_predict" in route or front != "ml-commons"):
                 self._prediction(model_id, status >= 400, seconds * 1000)
-            self._http_requests[(route, method, status)] += 1
+            self._http_requests[(front, route, method, status)] += 1
             histogram = self._http_durations.get(route)
             if histogram is None:
                 histogram = self._http_durations[route] = Histogram(DURATION_BUCKETS)
@@ -109,8 +111,11 @@ class Metrics:
     def streams(self) -> dict[str, int]:
         """Streams running and waiting now, refused for capacity, and ended by outcome."""
         with self._lock:
-            ended = dict(self._streams)
-        return {"active": self._pool.active, "queued": self._pool.queued, "rejected": self._pool.rejected, **ended}
+            ended = Counter[str]()
+            for (_, outcome), count in self._streams.items():
+                ended[outcome] += count
+        return {"active": self._pool.active, "queued": self._pool.queued, "rejected": self._pool.rejected,
+                **dict(ended)}
 
     def upstream_failure(self, error: MLStreamError) -> None:
         """Count a provider failure: by its HTTP status, or by kind when it never answered."""
@@ -134,9 +139,10 @@ class Metrics:
                 "# HELP mlstream_streams_rejected_total Streams refused with 429: pool and backlog full.",
                 "# TYPE mlstream_streams_rejected_total counter",
                 f"mlstream_streams_rejected_total {self._pool.rejected}",
-                "# HELP mlstream_streams_total Streams ended, by outcome.",
+                "# HELP mlstream_streams_total Streams ended, by front (ml-commons, openai) and outcome.",
                 "# TYPE mlstream_streams_total counter",
-                *(f'mlstream_streams_total{{outcome="{k}"}} {v}' for k, v in sorted(self._streams.items())),
+                *(f'mlstream_streams_total{{front="{front}",outcome="{outcome}"}} {v}'
+                  for (front, outcome), v in sorted(self._streams.items())),
                 "# HELP mlstream_chunks_total Content events relayed to clients.",
                 "# TYPE mlstream_chunks_total counter",
                 f"mlstream_chunks_total {self._chunks}",
@@ -151,10 +157,12 @@ class Metrics:
                 "# HELP mlstream_time_to_first_chunk_seconds From request to first content event.",
                 "# TYPE mlstream_time_to_first_chunk_seconds histogram",
                 *self._ttfc.lines("mlstream_time_to_first_chunk_seconds", ""),
-                "# HELP mlstream_http_requests_total HTTP requests answered, by route template, method and status.",
+                "# HELP mlstream_http_requests_total HTTP requests answered, by front, route template, method "
+                "and status.",
                 "# TYPE mlstream_http_requests_total counter",
-                *(f'mlstream_http_requests_total{{route="{route}",method="{method}",status="{status}"}} {n}'
-                  for (route, method, status), n in sorted(self._http_requests.items())),
+                *(f'mlstream_http_requests_total{{front="{front}",route="{route}",method="{method}",'
+                  f'status="{status}"}} {n}'
+                  for (front, route, method, status), n in sorted(self._http_requests.items())),
                 "# HELP mlstream_log_lines_dropped_total Log lines dropped because the log's destination did not keep up.",
                 "# TYPE mlstream_log_lines_dropped_total counter",
                 f"mlstream_log_lines_dropped_total {dropped_lines()}",

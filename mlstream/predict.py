@@ -14,10 +14,11 @@ one ``inference_results`` entry per request. One failed request fails the call.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable
 
@@ -188,16 +189,50 @@ class Predictor:
         return [answer for answer in answers if answer is not None]
 
     def _answer(self, prepared: Prepared) -> _Answer:
-        call = self._call(prepared.request, prepared.model.connector, stream=False)
         sent = time.monotonic()
-        response = call.open(_wait_uninterrupted)
-        payload = call.read_body(response)
+        status, payload = self._exchange(prepared)
         done = time.monotonic()
-        if response.status >= 300:
-            raise call.error(response, payload)
         output = _output(prepared.model.connector.action("predict").post_process_function,
                          payload, prepared.parameters)
-        return _Answer({"output": output, "status_code": response.status}, response.status, sent, done)
+        return _Answer({"output": output, "status_code": status}, status, sent, done)
+
+    def _exchange(self, prepared: Prepared) -> tuple[int, bytes]:
+        """One non-stream upstream call: the provider's 2xx status and body, or its error raised."""
+        call = self._call(prepared.request, prepared.model.connector, stream=False)
+        response = call.open(_wait_uninterrupted)
+        payload = call.read_body(response)
+        if response.status >= 300:
+            raise call.error(response, payload)
+        return response.status, payload
+
+    # --- other fronts (the OpenAI API): their own body, the same path upstream -------
+
+    def prepare_request(self, model: ResolvedModel, parameters: dict[str, Any],
+                        reshape: Callable[[dict[str, Any]], dict[str, Any]], request_id: str = "") -> Prepared:
+        """The model's predict action rendered with ``parameters`` over the connector's, then
+        its JSON body replaced by ``reshape(body)``: the URL, headers and credentials stay the
+        connector's. Checked and rate-limited as a predict call."""
+        merged = merge_parameters(model.connector, processing.escape_input_parameters(parameters))
+        prepared = self._checked(model, merged, request_id)
+        rendered = _json_object(prepared.request.body)
+        body = json.dumps(reshape(rendered), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        self._rate_limiter.acquire(model.model_id, model.rate_limit)
+        return Prepared(model, merged, replace(prepared.request, body=body))
+
+    def exchange(self, prepared: Prepared) -> bytes:
+        """A prepared request's non-stream answer: the provider's body."""
+        try:
+            return self._exchange(prepared)[1]
+        except UpstreamError as error:
+            self._metrics.upstream_failure(error)
+            raise
+
+    def open_prepared_stream(self, prepared: Prepared, *, relay: bool) -> "PendingStream":
+        """``open_stream`` for a prepared request; ``relay``: the provider's own chunks
+        (``Chunk``, an OpenAI-interface model) rather than its text (``Delta``)."""
+        if not self._cluster.stream_enabled:
+            raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
+        return self._pending_stream(prepared, relay=relay)
 
     def open_stream(self, model_id: str, body: Any, request_id: str = "", *,
                     resolved: Callable[[], None] = lambda: None) -> "PendingStream":
@@ -208,13 +243,16 @@ class Predictor:
         """
         if not self._cluster.stream_enabled:
             raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
-        prepared = self._prepare(model_id, body, request_id, resolved)
+        return self._pending_stream(self._prepare(model_id, body, request_id, resolved), relay=False)
+
+    def _pending_stream(self, prepared: Prepared, *, relay: bool) -> "PendingStream":
         connector = prepared.model.connector
         dialect = dialect_for(prepared.parameters, connector)
         call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters),
                           connector, stream=True)
+        decoder = dialect.new_relay_decoder() if relay else dialect.new_decoder()
         channel = Channel(self._server.stream_queue_chunks)
-        return PendingStream(channel, partial(start_stream, self._pool, channel, call, dialect.new_decoder(),
+        return PendingStream(channel, partial(start_stream, self._pool, channel, call, decoder,
                                               self._server.client_stall_timeout))
 
     def _call(self, request: UpstreamRequest, connector: Connector, *, stream: bool) -> ProviderCall:
@@ -267,6 +305,18 @@ def _output(post_process_function: str | None, payload: bytes, parameters: dict[
         raise UpstreamError("post_process_function cannot read the model's answer: it is not JSON",
                             kind="answer") from None
     return processing.post_process(post_process_function, answer, response_filter)
+
+
+def _json_object(body: bytes | None) -> dict[str, Any]:
+    if not body:
+        return {}
+    try:
+        value = json.loads(body)
+    except ValueError:
+        raise BadRequest("the connector's request_body does not render to JSON") from None
+    if not isinstance(value, dict):
+        raise BadRequest("the connector's request_body does not render to a JSON object")
+    return value
 
 
 def _filtered(payload: bytes, response_filter: Any) -> Any:

@@ -39,6 +39,14 @@ class Reasoning:
 
 
 @dataclass(frozen=True, slots=True)
+class Chunk:
+    """One of an OpenAI-interface provider's own stream chunks (its JSON text), relayed as
+    it is by the OpenAI front: role, content, tool-call and usage deltas all included."""
+
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     """The provider's end marker arrived; the answer is complete."""
 
@@ -51,4 +59,4 @@ class Failure:
     error: MLStreamError
 
 
-StreamItem = Started | Delta | Reasoning | Done | Failure
+StreamItem = Started | Delta | Reasoning | Chunk | Done | Failure

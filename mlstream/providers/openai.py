@@ -10,7 +10,7 @@ from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError
 from ..sse import SSEDecoder
 from .common import count as _count, json_object_body as _json_object_body
-from .events import Delta, Done, Failure, StreamItem
+from .events import Chunk, Delta, Done, Failure, StreamItem
 
 _DONE_MARKER = "[DONE]"
 # The usage the stream's final event carries: OpenAI's own names, as its non-stream
@@ -39,26 +39,41 @@ class OpenAIDialect:
     def new_decoder(self) -> "OpenAIStreamDecoder":
         return OpenAIStreamDecoder(self.chat)
 
+    def new_relay_decoder(self) -> "OpenAIStreamDecoder":
+        """For the OpenAI front: every chunk relayed whole (``Chunk``), not just its text."""
+        return OpenAIStreamDecoder(self.chat, relay=True)
+
 
 OPENAI_CHAT = OpenAIDialect("openai/v1/chat/completions", chat=True)
 OPENAI_COMPLETIONS = OpenAIDialect("openai/v1/completions", chat=False)
 
 
 class OpenAIStreamDecoder:
-    """OpenAI's SSE chunks to values: one Delta per non-empty text, Done at [DONE]."""
+    """OpenAI's SSE chunks to values: one Delta per non-empty text (or, relaying, one
+    Chunk per chunk), Done at [DONE].
 
-    def __init__(self, chat: bool) -> None:
+    Relaying, an opening chunk that only says the role is held and put out with the next
+    item: the client gets role and first token in one write, not two hand-overs apart.
+    """
+
+    def __init__(self, chat: bool, relay: bool = False) -> None:
         self._chat = chat
+        self._relay = relay
         self._sse = SSEDecoder()
         self._finish_reason: str | None = None
         self._usage: dict[str, int] | None = None
         self._ended = False
+        self._opening = relay          # relaying, and no chunk seen yet
+        self._held: Chunk | None = None  # the role-only opening chunk, until the next item
 
     def feed(self, data: bytes) -> list[StreamItem]:
         items: list[StreamItem] = []
         for event in self._sse.feed(data):
             item = self._on_event(event.data)
             if item is not None:
+                if self._held is not None and not isinstance(item, Failure):
+                    items.append(self._held)
+                self._held = None
                 items.append(item)
                 if isinstance(item, (Done, Failure)):
                     self._ended = True
@@ -82,6 +97,13 @@ class OpenAIStreamDecoder:
             return Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))
         if chunk.get("error") is not None:
             return Failure(UpstreamError(f"the provider failed mid-stream: {_error_message(chunk['error'])}"))
+        if self._relay:
+            if self._opening:
+                self._opening = False
+                if _role_only(chunk):
+                    self._held = Chunk(data)
+                    return None
+            return Chunk(data)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = {name: _count(usage.get(name)) for name in USAGE_FIELDS}
@@ -97,6 +119,17 @@ class OpenAIStreamDecoder:
         else:
             text = choice.get("text")
         return Delta(text) if isinstance(text, str) and text else None
+
+
+def _role_only(chunk: dict[str, Any]) -> bool:
+    """A chunk whose one choice's delta says nothing but the role (OpenAI's opening chunk)."""
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return False
+    delta = choices[0].get("delta")
+    return (isinstance(delta, dict) and "role" in delta and not delta.get("content")
+            and set(delta) <= {"role", "content", "refusal"} and not delta.get("refusal")
+            and not choices[0].get("finish_reason") and not chunk.get("usage"))
 
 
 def _error_message(error: Any) -> str:

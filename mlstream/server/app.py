@@ -40,6 +40,7 @@ from ..upstream import UpstreamClient
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
 from .node import NodeIdentity
+from .openai_routes import add_openai_routes
 from .routes import build_router
 from .transport import HTTPRequestHandler
 
@@ -121,6 +122,7 @@ class App:
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
                                    self.readiness_problems, self.node_identity)
+        add_openai_routes(self.router, self.registry, self.predictor)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()

@@ -15,6 +15,10 @@ from ..errors import BadRequest, MethodNotAllowed, NotFound
 from ..logs import AccessRecord
 from ..predict import PendingStream
 
+# The API a route belongs to: it chooses the error body and the stream's events.
+ML_COMMONS = "ml-commons"
+OPENAI = "openai"
+
 
 @dataclass(slots=True)
 class Request:
@@ -66,6 +70,8 @@ class StreamReply:
     """A 200 event stream, once its provider answers (else that answer's error)."""
 
     stream: PendingStream
+    # The front's events (``sse_writer.StreamEvents``); None: ml-commons'.
+    events: Any = None
 
 _PARAM = re.compile(r"\{(\w+)\}")
 
@@ -78,17 +84,30 @@ class Route:
     handler: Callable[[Request], "Reply | StreamReply"]
     # Who may call it once API keys exist: "public" (anyone), "user" (any key), "admin".
     role: str = "admin"
+    front: str = ML_COMMONS
 
 
 class Router:
     def __init__(self) -> None:
         self._routes: list[Route] = []
+        self._front_prefixes: list[tuple[str, str]] = []  # (path prefix, front) for unmatched paths
 
     def add(self, method: str, template: str, handler: Callable[[Request], "Reply | StreamReply"],
-            role: str = "admin") -> None:
+            role: str = "admin", front: str = ML_COMMONS) -> None:
         """``template`` is a path with ``{name}`` segments, e.g. ``/models/{model_id}``."""
         regex = _PARAM.sub(r"(?P<\1>[^/]+)", re.escape(template).replace(r"\{", "{").replace(r"\}", "}"))
-        self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role))
+        self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role, front))
+
+    def claim_prefix(self, prefix: str, front: str) -> None:
+        """``prefix`` (``/v1``) and the paths under it belong to ``front``, matched or not
+        (its 404 and 405 bodies)."""
+        self._front_prefixes.append((prefix.rstrip("/"), front))
+
+    def front_of(self, path: str) -> str:
+        for prefix, front in self._front_prefixes:
+            if path.startswith(prefix) and (len(path) == len(prefix) or path[len(prefix)] == "/"):
+                return front
+        return ML_COMMONS
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The first route for ``method`` and ``path``; 405 if only other methods fit, else 404."""

@@ -6,8 +6,10 @@
                           a heartbeat comment whenever the provider is silent, and
                           exactly one final event: ``is_last`` or ``{"error": ...}``
 
-Every event is ml-commons' envelope, ``{"inference_results": [{"output": [{"name":
-"response", "dataAsMap": {...}}]}]}``, one SSE ``data`` event each (``sse.encode_data``).
+What each event says is its front's (``StreamEvents``): for ml-commons' routes
+(``ML_COMMONS_EVENTS``) ml-commons' envelope, ``{"inference_results": [{"output":
+[{"name": "response", "dataAsMap": {...}}]}]}``, one SSE ``data`` event each
+(``sse.encode_data``); the OpenAI front brings its own (``openai_sse``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from __future__ import annotations
 import json
 import time
 import zlib
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..errors import ClientGone, MLStreamError
-from ..providers.events import Delta, Done, Failure, Reasoning, Started, StreamItem
+from ..providers.events import Chunk, Delta, Done, Failure, Reasoning, Started, StreamItem
 from ..speedups import escape_json_string
 from ..sse import DATA_FIELD, EVENT_END, encode_comment, encode_data
 from ..streaming.channel import Channel
@@ -63,6 +65,32 @@ def last_event(finish_reason: str | None, usage: dict[str, int] | None) -> bytes
 
 def error_event(error: MLStreamError) -> bytes:
     return encode_data(json_bytes({"error": error.reason}))
+
+
+def relayed_event(data: str) -> bytes:
+    """A provider's own chunk has no place in ml-commons' envelope; only the OpenAI front relays them."""
+    raise TypeError("the ml-commons front never relays a provider's chunks")
+
+
+class StreamEvents(Protocol):
+    """A front's events, each as SSE bytes (one event or several), from the stream's values."""
+
+    def content(self, content: Any) -> bytes: ...
+    def reasoning(self, text: str) -> bytes: ...
+    def relayed(self, data: str) -> bytes: ...
+    def last(self, finish_reason: str | None, usage: dict[str, int] | None) -> bytes: ...
+    def error(self, error: MLStreamError) -> bytes: ...
+
+
+class _MLCommonsEvents:
+    content = staticmethod(content_event)
+    reasoning = staticmethod(reasoning_event)
+    relayed = staticmethod(relayed_event)
+    last = staticmethod(last_event)
+    error = staticmethod(error_event)
+
+
+ML_COMMONS_EVENTS: StreamEvents = _MLCommonsEvents()
 
 
 def chunk(data: bytes) -> bytes:
@@ -129,8 +157,9 @@ class SSEWriter:
     """Writes one committed stream to the client; its counters are read afterwards."""
 
     def __init__(self, write: Callable[[bytes], Any], *, chunked: bool, heartbeat: float,
-                 started: float, gzip: bool = False) -> None:
+                 started: float, gzip: bool = False, events: StreamEvents = ML_COMMONS_EVENTS) -> None:
         self._write = write
+        self._events = events
         frame, end = (chunk, LAST_CHUNK) if chunked else (unframed, b"")
         # What ends the body: the last chunk (nothing for HTTP/1.0), after the gzip trailer if any.
         self._frame, self._finish = gzip_framing(frame, end) if gzip else (frame, lambda: end)
@@ -149,6 +178,8 @@ class SSEWriter:
         Write errors (the client gone) propagate; ``outcome`` then stays None.
         """
         write, frame, finish = self._write, self._frame, self._finish
+        events = self._events
+        content, reasoning, relayed = events.content, events.reasoning, events.relayed
         while True:
             if item is None:
                 write(head + frame(HEARTBEAT))
@@ -159,13 +190,16 @@ class SSEWriter:
             outcome = None
             while item is not None:
                 if type(item) is Delta:
-                    batch.append(frame(content_event(item.content)))
+                    batch.append(frame(content(item.content)))
+                    self.events += 1
+                elif type(item) is Chunk:
+                    batch.append(frame(relayed(item.data)))
                     self.events += 1
                 elif type(item) is Reasoning:
-                    batch.append(frame(reasoning_event(item.text)))
+                    batch.append(frame(reasoning(item.text)))
                     self.events += 1
                 elif type(item) is Done:
-                    batch.append(frame(last_event(item.finish_reason, item.usage)))
+                    batch.append(frame(events.last(item.finish_reason, item.usage)))
                     batch.append(finish())
                     outcome = "completed"
                 elif type(item) is Failure:
@@ -175,7 +209,7 @@ class SSEWriter:
                         outcome = "client_gone"
                     else:
                         outcome, self.failure = "failed", item.error
-                    batch.append(frame(error_event(item.error)))
+                    batch.append(frame(events.error(item.error)))
                     batch.append(finish())
                 if outcome is not None or len(batch) >= MAX_BATCH_EVENTS:
                     break

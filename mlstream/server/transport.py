@@ -36,9 +36,9 @@ from ..metrics import Metrics
 from ..providers.events import Failure
 from ..settings import ServerSettings
 from ..streaming.channel import Channel
-from . import responses
-from .routing import Reply, Request, Router, StreamReply
-from .sse_writer import SSEWriter, first_item, stream_head
+from . import openai_responses, responses
+from .routing import ML_COMMONS, OPENAI, Reply, Request, Router, StreamReply
+from .sse_writer import ML_COMMONS_EVENTS, SSEWriter, first_item, stream_head
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # How this request asked its replies to be written; PLAIN unless it asked.
     _format: responses.ReplyFormat = responses.PLAIN
+    # The API the request came through (routing.ML_COMMONS or OPENAI): its errors' body.
+    _front_name: str = ML_COMMONS
     server_version = f"mlstream/{__version__}"
     sys_version = ""
     disable_nagle_algorithm = True  # tokens are small writes; Nagle would delay them
@@ -163,6 +165,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         self._access = AccessRecord(self.client_address[0], self.command, path, self._request_id)
         route_label = "unmatched"
         request: Request | None = None
+        self._front_name = front.router.front_of(path)
         front.in_flight.begin_request()
         try:
             query = dict(parse_qsl(parts.query, keep_blank_values=True)) if parts.query else {}
@@ -170,7 +173,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             if query or accept_encoding:
                 self._format = responses.reply_format(query, accept_encoding)
             route, params = front.router.match(self.command, path)
-            route_label = route.template
+            route_label, self._front_name = route.template, route.front
             self._access.model_id = params.get("model_id")
             if route.role != "public":
                 front.authenticator.authenticate(self.headers.get("Authorization"), route.role)
@@ -192,16 +195,22 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 # Refused before its body was read: the unread bytes must not be taken
                 # for the next request on this connection.
                 self.close_connection = True
-            self._write_reply(responses.error_reply(exc, trace=self._format.error_trace))
+            self._write_reply(self._error_reply(exc))
         finally:
             self._format = responses.PLAIN
             duration = time.monotonic() - started
             self._access.duration_ms = duration * 1000
             front.metrics.http_request(route_label, self.command, self._access.status, duration,
                                        self._access.model_id if request is not None and request.model_resolved
-                                       else None)
+                                       else None, self._front_name)
             self._access.emit()
             front.in_flight.end_request()
+
+    def _error_reply(self, exc: BaseException) -> Reply:
+        """The error body of the front the request came through."""
+        if self._front_name == OPENAI:
+            return openai_responses.error_reply(exc)
+        return responses.error_reply(exc, trace=self._format.error_trace)
 
     def _declares_body(self) -> bool:
         return declares_body(self.headers.get("Transfer-Encoding"), self.headers.get("Content-Length"))
@@ -278,7 +287,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         # bare body with no status line; we never speak 0.9.
         if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
             self.request_version = "HTTP/1.1"
-        self._write_reply(Reply(code, error.to_body()))
+        # Once this request's line parsed (command set), its path says whose error body it gets.
+        path = urlsplit(self.path).path if self.command else ""
+        self._front_name = self.front.router.front_of("/" + path.lstrip("/")) if path else ML_COMMONS
+        self._write_reply(self._error_reply(error))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s %s", self.address_string(), format % args)
@@ -314,7 +326,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 front.metrics.upstream_failure(item.error)
                 if isinstance(item.error, UpstreamError):
                     access.upstream_status = item.error.upstream_status
-                self._write_reply(responses.error_reply(item.error, trace=self._format.error_trace))
+                self._write_reply(self._error_reply(item.error))
                 return
             chunked = chunked_ok(self.request_version)
             if not chunked or front.draining.is_set():
@@ -325,7 +337,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                                chunked=chunked, close=self.close_connection, gzip=gzip)
             access.status = 200
             writer = SSEWriter(self.wfile.write, chunked=chunked, heartbeat=heartbeat, started=started,
-                               gzip=gzip)
+                               gzip=gzip, events=reply.events or ML_COMMONS_EVENTS)
             writer.run(channel, item, head)
             outcome = writer.outcome
         except CLIENT_GONE as exc:
@@ -344,7 +356,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 front.metrics.upstream_failure(writer.failure)
             events = writer.events if writer is not None else 0
             first = writer.first_event_seconds if writer is not None else None
-            front.metrics.stream_finished(outcome, events, first)
+            front.metrics.stream_finished(outcome, events, first, self._front_name)
             if outcome != "refused":
                 access.bytes_out = writer.bytes_out if writer is not None else 0
                 access.events = events

@@ -52,6 +52,10 @@ model-name form       header                   meaning (default)
                                                then end the body properly (no [DONE])
 ``chunk_bytes=N``     X-Fake-Chunk-Bytes       every content chunk is exactly N ASCII
                                                characters of filler (benchmarks)
+``tool=NAME``         X-Fake-Tool              chat: after the text, one call of the tool NAME
+                                               (id ``call_fake0001``, arguments
+                                               :data:`TOOL_ARGUMENTS` streamed in three pieces),
+                                               finish_reason ``tool_calls``
 ====================  =======================  ===========================================
 
 What the content chunks are is :func:`fake_tokens`; ``"".join(fake_tokens(s))`` is
@@ -114,6 +118,7 @@ MID_STREAM_ERROR_MESSAGE = "fake mid-stream failure"
 _CACHE_SCENARIOS = 256
 
 _DIGITS = re.compile(r"[0-9]+")
+_TEXT_KNOBS = ("text", "tool")  # knobs whose value is a string, not a count
 _ID_ALPHABET = string.ascii_letters + string.digits
 
 
@@ -140,18 +145,20 @@ class Scenario:
     cut_after: int | None = None
     error_after: int | None = None
     chunk_bytes: int | None = None
+    tool: str | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name == "text":
+            if f.name in _TEXT_KNOBS:
                 continue
             value = getattr(self, f.name)
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ScenarioError(f"fake knob {f.name} must be a non-negative integer, got {value!r}")
-        if self.text is not None and not isinstance(self.text, str):
-            raise ScenarioError(f"fake knob text must be a string, got {self.text!r}")
+        for name in _TEXT_KNOBS:
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise ScenarioError(f"fake knob {name} must be a string, got {getattr(self, name)!r}")
         if self.status is not None and not 400 <= self.status <= 599:
             raise ScenarioError(f"fake knob status must be a 4xx or 5xx code, got {self.status}")
         if self.chunk_bytes is not None:
@@ -175,6 +182,9 @@ class Scenario:
 
 
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
+TOOL_CALL_ID = "call_fake0001"
+TOOL_ARGUMENTS = '{"location": "Elsinore", "unit": "celsius"}'
+
 _HEADER_KNOBS = {"x-fake-" + name.replace("_", "-"): name for name in KNOBS}
 
 
@@ -218,7 +228,7 @@ def parse_scenario(model: str | None, headers: Mapping[str, str]) -> Scenario:
             raw[knob] = value.strip()
     values: dict[str, Any] = {}
     for name, value in raw.items():
-        if name == "text":
+        if name in _TEXT_KNOBS:
             values[name] = value
         elif _DIGITS.fullmatch(value):
             values[name] = int(value)
@@ -361,16 +371,31 @@ def _encode(chat: bool, model: str, scenario: Scenario, include_usage: bool,
 
     prologue = (chunk([choice(None, None, role=True)]) if chat else b"") + _KEEP_ALIVE
     content = tuple(chunk([choice(token, None)]) for token in tokens)
-    epilogue = chunk([choice(None, "stop")])
+    finish = "stop"
+    tool_call: dict[str, Any] | None = None
+    if chat and scenario.tool:
+        finish = "tool_calls"
+        tool_call = {"id": TOOL_CALL_ID, "type": "function",
+                     "function": {"name": scenario.tool, "arguments": TOOL_ARGUMENTS}}
+        third = len(TOOL_ARGUMENTS) // 3
+        pieces = (TOOL_ARGUMENTS[:third], TOOL_ARGUMENTS[third:2 * third], TOOL_ARGUMENTS[2 * third:])
+        opening = {"index": 0, "id": TOOL_CALL_ID, "type": "function",
+                   "function": {"name": scenario.tool, "arguments": ""}}
+        tool_deltas = [opening] + [{"index": 0, "function": {"arguments": piece}} for piece in pieces]
+        content += tuple(chunk([{"index": 0, "delta": {"tool_calls": [delta]}, "logprobs": None,
+                                 "finish_reason": None}]) for delta in tool_deltas)
+    epilogue = chunk([choice(None, finish)])
     if include_usage:
         epilogue += chunk([], usage)
     epilogue += _DONE + LAST_CHUNK
 
     full = "".join(tokens)
     if chat:
+        message: dict[str, Any] = {"role": "assistant", "content": full}
+        if tool_call is not None:
+            message["tool_calls"] = [tool_call]
         answer = {"id": ident, "object": "chat.completion", "created": created, "model": model,
-                  "choices": [{"index": 0, "message": {"role": "assistant", "content": full},
-                               "logprobs": None, "finish_reason": "stop"}],
+                  "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
                   "usage": usage}
     else:
         answer = {"id": ident, "object": "text_completion", "created": created, "model": model,

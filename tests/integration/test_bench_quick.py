@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = ("relay_throughput", "added_latency", "slow_streams", "backpressure", "cancellation", "admission",
-             "churn", "embedding_predict", "provider_relay")
+             "churn", "embedding_predict", "provider_relay", "openai_front")
 
 
 @pytest.mark.slow
@@ -38,6 +38,11 @@ def test_bench_quick_runs_every_scenario_and_writes_its_json(tmp_path: Path) -> 
     for level in providers.values():
         assert level["direct"]["chunks_per_s"] > 0 and level["mlstream"]["chunks_per_s"] > 0
         assert level["mlstream"]["streams_ok"] == level["mlstream"]["streams_total"] > 0
+    front = results["scenarios"]["openai_front"]
+    for level in front["relay"].values():
+        for side in ("ml_commons", "openai"):
+            assert level[side]["mlstream"]["streams_ok"] == level[side]["mlstream"]["streams_total"] > 0
+    assert front["first_token_c1"]["openai"]["ok"] == front["first_token_c1"]["openai"]["total"] > 0
     assert results["scenarios"]["backpressure"]["mlstream"]["resumed_whole"] is True
     assert results["scenarios"]["admission"]["mlstream"]["refused_429"] > 0
     embeddings = results["scenarios"]["embedding_predict"]

@@ -474,3 +474,21 @@ def test_stats_reset_keeps_open_connection_gauge(fake: FakeOpenAI) -> None:
         assert fake.stats.connections_open == 1
     finally:
         conn.close()
+
+
+def test_tool_knob_is_read_by_the_openai_sdk_as_a_tool_call(fake):
+    """The ``tool`` knob's deltas are OpenAI's: the SDK's stream helper assembles them."""
+    import openai
+
+    from mlstream.testing.fake_openai import TOOL_ARGUMENTS, TOOL_CALL_ID
+
+    api = openai.OpenAI(base_url=fake.url + "/v1", api_key=DEFAULT_API_KEY, max_retries=0, timeout=TIMEOUT)
+    model = Scenario(tool="lookup").to_model()
+    with api.chat.completions.stream(model=model, messages=MESSAGES) as stream:
+        final = stream.get_final_completion()
+    whole = api.chat.completions.create(model=model, messages=MESSAGES)
+    for answer in (final, whole):
+        call = answer.choices[0].message.tool_calls[0]
+        assert (call.id, call.function.name, call.function.arguments) == (TOOL_CALL_ID, "lookup", TOOL_ARGUMENTS)
+        assert answer.choices[0].finish_reason == "tool_calls"
+        assert answer.choices[0].message.content == DEFAULT_TEXT

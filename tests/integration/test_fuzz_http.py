@@ -20,11 +20,15 @@ import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from urllib3.util import parse_url
+
+from mlstream.errors import MLStreamError
+from mlstream.framing import parse_request_line
 
 from .conftest import SEED_MESSAGES, Client, openai_connector
 
@@ -190,14 +194,21 @@ def parse_responses(data: bytes, request: bytes) -> list[Response]:
     return responses
 
 
-def assert_error_shape(status: int, headers: Any, body: bytes | None, context: Any = "") -> None:
-    """Not 500; and a non-2xx answer is ``{"error": {"type", "reason", ...}, "status": N}``."""
+def assert_error_shape(status: int, headers: Any, body: bytes | None, context: Any = "", *,
+                       openai: bool = False) -> None:
+    """Not 500; and a non-2xx answer is ``{"error": {"type", "reason", ...}, "status": N}``
+    (``openai``, a ``/v1`` route: ``{"error": {"message", "type", "param", "code"}}``)."""
     assert status != 500, f"500 for {context!r}: {body[:500] if body else body!r}"
     if 200 <= status < 300 or body is None:
         return
     content_type = headers.get("content-type") or headers.get("Content-Type") or ""
     assert content_type.startswith("application/json"), (status, content_type, body[:200], context)
     doc = json.loads(body.decode("utf-8"))
+    if openai:
+        assert isinstance(doc, dict) and set(doc) == {"error"}, (doc, context)
+        assert set(doc["error"]) == {"message", "type", "param", "code"}, (doc, context)
+        assert doc["error"]["message"] and doc["error"]["type"], (doc, context)
+        return
     assert isinstance(doc, dict) and doc.get("status") == status, (doc, context)
     error = doc.get("error")
     assert isinstance(error, dict), (doc, context)
@@ -205,11 +216,30 @@ def assert_error_shape(status: int, headers: Any, body: bytes | None, context: A
     assert isinstance(error.get("reason"), str) and error["reason"], (doc, context)
 
 
+def _openai_target(payload: bytes, index: int) -> bool:
+    """Whether the ``index``-th answer to ``payload`` is the OpenAI front's: it answers the
+    payload's own request (a later one is made of its body's bytes, when framing lied),
+    whose request line parses as the server parses it and whose path is under /v1/."""
+    if index:
+        return False
+    try:
+        target = parse_request_line(payload.split(b"\n", 1)[0]).target
+    except MLStreamError:
+        return False
+    return _under_v1("/" + urlsplit(target).path.lstrip("/"))
+
+
+def _under_v1(path: str) -> bool:
+    """The OpenAI front's paths (``routing.Router.front_of``)."""
+    return path == "/v1" or path.startswith("/v1/")
+
+
 def check_exchange(url: str, payload: bytes, *, half_close: bool = True, timeout: float = HANG) -> list[Response]:
     data = exchange(url, payload, half_close=half_close, timeout=timeout)
     answers = parse_responses(data, payload)
-    for answer in answers:
-        assert_error_shape(answer.status, answer.headers, answer.body, payload[:300])
+    for index, answer in enumerate(answers):
+        assert_error_shape(answer.status, answer.headers, answer.body, payload[:300],
+                           openai=_openai_target(payload, index))
     return answers
 
 
@@ -673,7 +703,8 @@ def fuzz_routes(world: World, routes: list[tuple[str, str]], examples: int, *, s
         method, path, raw = call
         response = world.client.http.request(method, world.url + path, body=raw or None, timeout=HANG,
                                              headers={"Content-Type": "application/json"})
-        assert_error_shape(response.status, response.headers, response.data, (method, path, raw[:300]))
+        assert_error_shape(response.status, response.headers, response.data, (method, path, raw[:300]),
+                           openai=_under_v1(parse_url(world.url + path).path or "/"))
         if 200 <= response.status < 300 and response.headers.get("Content-Type", "").startswith("application/json"):
             json.loads(response.data)
         if 200 <= response.status < 300 and (method in ("PUT", "DELETE") or "/_undeploy" in path):

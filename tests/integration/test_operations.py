@@ -361,7 +361,8 @@ def test_metrics_parse_and_cover_http_and_streams(server, fake, access):
 
     requests = {(s.labels["route"], s.labels["method"], s.labels["status"]): s.value
                 for s in by_name["mlstream_http_requests_total"]}
-    assert all(set(s.labels) == {"route", "method", "status"} for s in by_name["mlstream_http_requests_total"])
+    assert all(set(s.labels) == {"front", "route", "method", "status"} and s.labels["front"] == "ml-commons"
+               for s in by_name["mlstream_http_requests_total"])
     assert requests[(PREDICT_ROUTE, "POST", "200")] == 2
     assert requests[(STREAM_ROUTE, "POST", "200")] == 2
     assert requests[("/_plugins/_ml/connectors/_create", "POST", "200")] == 1

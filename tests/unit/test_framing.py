@@ -60,8 +60,9 @@ def test_body_framing(transfer_encoding, content_length, expected) -> None:
     (None, "", BadRequest),
     (None, "1001", PayloadTooLarge),
     (None, "99999999999999999999", PayloadTooLarge),
+    (None, "5\x1f", BadRequest),                 # str.strip() takes it, int() does not: no 500
 ], ids=["gzip", "gzip-chunked", "negative", "underscore", "plus", "non-ascii-digit", "list", "empty", "too-large",
-        "huge"])
+        "huge", "unit-separator"])
 def test_body_framing_refusals(transfer_encoding, content_length, error) -> None:
     with pytest.raises(error):
         body_framing(transfer_encoding, content_length, LIMIT)

@@ -1,0 +1,53 @@
+"""The error mapping of the OpenAI front: any exception to OpenAI's error body.
+
+    {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+
+The status is the error's own (``errors``), as on the ml-commons front; only the body
+differs. ``type`` and ``code`` are the ones OpenAI's API answers for that status, so
+the OpenAI SDKs raise the exception class their users already catch
+(``BadRequestError``, ``AuthenticationError``, ``NotFoundError``, ``RateLimitError``,
+``InternalServerError``...). Anything that is not an ``MLStreamError`` is a bug: logged
+with its traceback, answered 500 without details. Mid-stream, the same body is the
+stream's last event (``error_event``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..errors import InvalidField, MLStreamError, ModelNotFound
+from ..sse import encode_data
+from .responses import json_bytes
+from .routing import Reply
+
+log = logging.getLogger(__name__)
+
+# OpenAI's error type for each status it answers; others by class (4xx / 5xx).
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+          404: "invalid_request_error", 409: "invalid_request_error", 413: "invalid_request_error",
+          415: "invalid_request_error", 422: "invalid_request_error", 429: "rate_limit_error"}
+_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
+
+
+def error_body(exc: MLStreamError) -> dict[str, Any]:
+    status = exc.http_status
+    error_type = _TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+    param = exc.param if isinstance(exc, InvalidField) else None
+    code = _CODES.get(status)
+    if isinstance(exc, ModelNotFound):
+        param, code = "model", "model_not_found"
+    return {"error": {"message": exc.reason, "type": error_type, "param": param, "code": code}}
+
+
+def error_reply(exc: BaseException) -> Reply:
+    """The reply for any exception (the one place the OpenAI front shapes errors)."""
+    if not isinstance(exc, MLStreamError):
+        log.error("unexpected error while handling a request", exc_info=exc)
+        exc = MLStreamError("internal error: the server failed to handle the request")
+    return Reply(exc.http_status, error_body(exc), dict(exc.headers))
+
+
+def error_event(exc: MLStreamError) -> bytes:
+    """A stream's failure after its first byte, as OpenAI sends one: ``data: {"error": ...}``."""
+    return encode_data(json_bytes(error_body(exc)))
