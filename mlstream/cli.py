@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in key_commands.choices.values():
         sub.add_argument("--data-dir", type=Path, default=None,
                          help="the server's data directory (default: $MLSTREAM_DATA_DIR or ~/.mlstream)")
+        sub.add_argument("--store", default=None, metavar="URL",
+                         help="the server's postgresql:// store (default: $MLSTREAM_STORE, else SQLite "
+                              "in the data directory)")
     return parser
 
 
@@ -83,10 +86,10 @@ def serve(settings: ServerSettings) -> int:
 
 def keys(args: argparse.Namespace) -> int:
     from .auth import KeyStore
-    from .store import SQLiteStore
+    from .stores import open_store
 
     data_dir = args.data_dir or Path(os.environ.get("MLSTREAM_DATA_DIR", Path.home() / ".mlstream"))
-    store = SQLiteStore(data_dir.expanduser())
+    store = open_store(args.store or os.environ.get("MLSTREAM_STORE", ""), data_dir.expanduser())
     try:
         key_store = KeyStore(store)
         out = sys.stdout

@@ -114,8 +114,8 @@ def open_codec(store: Store, data_dir: Path) -> AESGCMCodec:
         if check is None:
             store.put("meta", Record("master_key_check", {}, codec.check_value()))
         elif not codec.matches(check.secret or ""):
-            raise CredentialError(f"the master key from {source} is not the one this data directory "
-                                  f"was created with; set {MASTER_KEY_ENV} to the right key")
+            raise CredentialError(f"the master key from {source} is not the one this store (data "
+                                  f"directory or database) was created with; set {MASTER_KEY_ENV} to the right key")
         for kind in ("connector", "model"):
             for record in store.scan(kind):
                 if record.secret and record.secret.startswith("{"):

@@ -5,7 +5,7 @@
           +-- http.server.ThreadingHTTPServer    one daemon thread per connection
                +-- MLStreamServer                 carries the App
     App
-     +-- store (SQLiteStore)  cluster (ClusterSettings)  registry (Registry)
+     +-- store (SQLiteStore or PostgresStore)  cluster (ClusterSettings)  registry (Registry)
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
 
@@ -33,7 +33,8 @@ from ..predict import Predictor
 from ..registry import Registry
 from ..settings import AUTO_DEPLOY, ServerSettings
 from ..speedups import start_thread_nowait
-from ..store import SQLiteStore, Store
+from ..store import Store
+from ..stores import open_store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
@@ -100,7 +101,7 @@ class App:
     def __init__(self, settings: ServerSettings, *, store: Store | None = None,
                  codec: CredentialCodec | None = None) -> None:
         self.settings = settings
-        self.store = store or SQLiteStore(settings.data_dir)
+        self.store = store or open_store(settings.store, settings.data_dir)
         try:
             codec = codec or open_codec(self.store, settings.data_dir)
             self.cluster_uuid = cluster_uuid(self.store)
