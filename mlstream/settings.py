@@ -48,6 +48,8 @@ class ServerSettings:
     store: str = _opt("", "where state lives: empty for SQLite in data-dir, or a postgresql:// URL "
                           "shared by many instances (needs mlstream[postgres]; prefer PGPASSWORD or "
                           "~/.pgpass to a password in the URL)")
+    workers: str = _opt("1", "server processes sharing the port (SO_REUSEPORT), each with its own "
+                             "stream-workers; a number, or auto for one per processor")
     stream_workers: int = _opt(help="provider readers running at once, per worker process (default: "
                                     "processors x 4, as ml-commons sizes its remote-inference pool)",
                                factory=default_stream_workers)
@@ -80,6 +82,8 @@ class ServerSettings:
         for name in ("client_stall_timeout", "heartbeat_interval", "header_timeout", "max_body_bytes"):
             if getattr(self, name) <= 0:
                 raise BadRequest(f"{name.replace('_', '-')} must be greater than 0")
+        if self.workers != "auto" and not (self.workers.isdigit() and int(self.workers) >= 1):
+            raise BadRequest("workers must be a whole number of at least 1, or auto")
         if self.store and not self.store.startswith(("postgresql://", "postgres://")):
             raise BadRequest("store must be empty (SQLite in data-dir) or a postgresql:// URL")
         if (self.tls_cert is None) != (self.tls_key is None):

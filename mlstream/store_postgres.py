@@ -77,7 +77,21 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
          "CREATE TABLE mlstream_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
          "CREATE TRIGGER mlstream_settings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
          " ON mlstream_settings FOR EACH STATEMENT EXECUTE FUNCTION mlstream_notify_change()")),
+    # Rate-limit buckets: no trigger (a token taken is no change to announce), and
+    # UNLOGGED (no WAL per predict; a crash of the database only refills the buckets).
+    (2, ("CREATE UNLOGGED TABLE mlstream_rate_bucket (key TEXT PRIMARY KEY,"
+         " tokens DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, taken BOOLEAN NOT NULL)",)),
 )
+
+# One statement, atomic under the row's lock: refill for the time since the last take (the
+# database's clock, the same for every instance), take a token if there is one.
+_REFILLED = "LEAST(%(capacity)s, b.tokens + GREATEST(excluded.updated - b.updated, 0) * %(rate)s)"
+_TAKE_TOKEN = (
+    "INSERT INTO mlstream_rate_bucket AS b (key, tokens, updated, taken)"
+    " VALUES (%(key)s, %(capacity)s - 1, EXTRACT(EPOCH FROM clock_timestamp()), true)"
+    f" ON CONFLICT (key) DO UPDATE SET tokens = {_REFILLED} - CASE WHEN {_REFILLED} >= 1 THEN 1 ELSE 0 END,"
+    f" taken = {_REFILLED} >= 1, updated = excluded.updated"
+    " RETURNING taken, tokens")
 
 
 class PostgresStore(Store):
@@ -169,6 +183,11 @@ class PostgresStore(Store):
                                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                                 (key, json.dumps(value)), fetch=False)
 
+    def take_token(self, key: str, capacity: float, per_second: float) -> float:
+        rows = self._query(_TAKE_TOKEN, {"key": key, "capacity": capacity, "rate": per_second})
+        taken, tokens = rows[0]
+        return 0.0 if taken else (1.0 - tokens) / per_second
+
     def change_counter(self) -> int:
         """Bumped by the listener on each NOTIFY; while it is cut off nothing can be
         trusted to be current, so this raises StoreUnavailable (503, /readyz fails)."""
@@ -185,7 +204,7 @@ class PostgresStore(Store):
 
     # --- helpers ---------------------------------------------------------------
 
-    def _query(self, sql: str, params: tuple = (), *, fetch: bool = True) -> list[tuple]:
+    def _query(self, sql: str, params: tuple | dict = (), *, fetch: bool = True) -> list[tuple]:
         conn = getattr(self._local, "conn", None)
         if conn is not None:  # inside this thread's transaction: its own writes, its lock
             cursor = conn.execute(sql, params)

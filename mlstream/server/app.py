@@ -34,7 +34,8 @@ from ..registry import Registry
 from ..settings import AUTO_DEPLOY, ServerSettings
 from ..speedups import start_thread_nowait
 from ..store import Store
-from ..stores import open_store
+from ..ratelimit import RateLimiter
+from ..stores import is_postgres, open_store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
@@ -43,6 +44,7 @@ from .hangups import HangupWatcher
 from .node import NodeIdentity
 from .routes import build_router
 from .transport import HTTPRequestHandler
+from .workers import WorkerLink
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +101,9 @@ class InFlight:
 
 class App:
     def __init__(self, settings: ServerSettings, *, store: Store | None = None,
-                 codec: CredentialCodec | None = None) -> None:
+                 codec: CredentialCodec | None = None, workers: WorkerLink | None = None) -> None:
         self.settings = settings
+        self.workers = workers  # this process's siblings under ``serve --workers N``
         self.store = store or open_store(settings.store, settings.data_dir)
         try:
             codec = codec or open_codec(self.store, settings.data_dir)
@@ -115,13 +118,16 @@ class App:
         self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
         self.upstream = UpstreamClient()
         self.metrics = Metrics(self.pool)
+        # Several processes (workers, or instances on one database) share their buckets in
+        # the store; a lone process keeps them in memory, at no cost per request.
+        shared = workers is not None or is_postgres(settings.store)
         self.predictor = Predictor(self.registry, self.cluster, self.upstream, self.pool,
-                                   self.metrics, settings)
+                                   self.metrics, settings, RateLimiter(self.store if shared else None))
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
-                                   self.readiness_problems, self.node_identity)
+                                   self.readiness_problems, self.node_identity, self.render_metrics)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
@@ -130,9 +136,14 @@ class App:
         return NodeIdentity(self.cluster_uuid, self.bound_address[0], self.bound_address[1],
                             self.settings.max_body_bytes)
 
+    def render_metrics(self) -> str:
+        """This process's metrics, or under ``--workers`` the sum over every worker."""
+        own = self.metrics.render()
+        return own if self.workers is None else self.workers.render_all(own)
+
     def readiness_problems(self) -> list[str]:
         """Why the server should not get new traffic now (empty when ready)."""
-        problems = []
+        problems = [] if self.workers is None else self.workers.problems()
         try:
             self.store.change_counter()
         except Exception:  # noqa: BLE001 - any store failure means not ready
@@ -153,6 +164,8 @@ class App:
             self.in_flight.wait_idle(CANCEL_GRACE_SECONDS)
 
     def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
         self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()
@@ -174,6 +187,8 @@ class MLStreamServer(ThreadingHTTPServer):
         self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        # Workers each listen on the port their supervisor holds; the kernel spreads connections.
+        self.allow_reuse_port = app.workers is not None
         try:
             super().__init__((settings.host, settings.port), HTTPRequestHandler)
             app.bound_address = self.server_address[:2]

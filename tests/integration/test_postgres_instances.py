@@ -78,6 +78,15 @@ def test_created_on_one_instance_predicts_on_another(two_instances, fake) -> Non
     assert poll_until(lambda: predict(Client(url_b), model_id) == 400, 1.0)
 
 
+def test_a_rate_limit_holds_across_instances(two_instances, fake) -> None:
+    (_, url_a), (_, url_b) = two_instances
+    client_a = Client(url_a)
+    connector_id = client_a.create_connector(openai_connector(fake))
+    model_id = client_a.register(connector_id, rate_limiter={"limit": "3", "unit": "MINUTES"})
+    statuses = [predict(Client(url), model_id) for url in (url_a, url_b, url_a, url_b, url_a)]
+    assert statuses == [200, 200, 200, 429, 429]
+
+
 def test_a_key_revoked_anywhere_is_refused_everywhere_within_a_second(postgres_url: str, tmp_path: Path) -> None:
     admin = keys_cli(postgres_url, tmp_path, "create", "--role", "admin").splitlines()[-1]
     doomed_out = keys_cli(postgres_url, tmp_path, "create", "--role", "user", "--name", "doomed")

@@ -100,6 +100,34 @@ def test_a_write_by_another_process_moves_the_change_counter(make_store: StoreFa
     assert mine.get("apikey", "k") is not None
 
 
+def test_a_rate_limit_bucket_is_shared_by_every_process_on_the_store(make_store: StoreFactory) -> None:
+    first, second = make_store(), make_store()
+    per_second = 3 / 60  # 3 per minute: no refill to speak of during the test
+    waits = [store.take_token("m|3|MINUTES", 3.0, per_second) for store in (first, second, first, second)]
+    assert waits[:3] == [0.0, 0.0, 0.0]
+    assert 19.0 < waits[3] <= 20.0  # a token every 20 s
+    assert first.take_token("m|4|MINUTES", 4.0, 4 / 60) == 0.0  # another limit, another bucket
+
+
+def test_concurrent_takes_never_hand_out_more_than_the_bucket_holds(make_store: StoreFactory) -> None:
+    stores = [make_store() for _ in range(2)]
+    taken: list[bool] = []
+    lock = threading.Lock()  # guards taken
+
+    def hammer(store) -> None:
+        for _ in range(10):
+            wait = store.take_token("busy", 5.0, 5 / 3600)
+            with lock:
+                taken.append(wait == 0.0)
+
+    threads = [threading.Thread(target=hammer, args=(stores[i % 2],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANG_GUARD)
+    assert len(taken) == 40 and sum(taken) == 5
+
+
 def test_the_master_key_must_be_the_stores(make_store: StoreFactory, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(MASTER_KEY_ENV, "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVowMTIzNDU=")
