@@ -41,8 +41,6 @@ log = logging.getLogger(__name__)
 SLOT_ENV = "MLSTREAM_WORKER_SLOT"
 DIR_ENV = "MLSTREAM_WORKER_DIR"
 PORT_ENV = "MLSTREAM_WORKER_PORT"
-# A worker must print its listening line within this long, or it is restarted.
-START_TIMEOUT = 30.0
 # A slot is restarted at most this often, so a worker that dies at start cannot spin.
 RESTART_INTERVAL = 1.0
 # How long /metrics waits for a sibling's metrics before leaving it out.

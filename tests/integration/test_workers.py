@@ -91,11 +91,17 @@ def test_metrics_on_any_worker_are_the_totals_of_all(deployment: Deployment) -> 
     for _ in range(12):
         assert Client(deployment.url).call("GET", "/healthz").status == 200  # a new connection each
     wanted = 'mlstream_http_requests_total{route="/healthz",method="GET",status="200"} 12'
-    for _ in range(6):  # new connections again: the kernel spreads them over the workers
+
+    def scrape() -> list[str]:  # a new connection each time: the kernel spreads them over the workers
         reply = Client(deployment.url).call("GET", "/metrics")
         assert reply.status == 200
-        text = reply.body if isinstance(reply.body, str) else reply.body.decode()
-        assert wanted in text.splitlines(), text
+        return (reply.body if isinstance(reply.body, str) else reply.body.decode()).splitlines()
+
+    # A request is counted just after its answer is sent: wait for the last one to land.
+    assert poll_until(lambda: wanted in scrape(), HANG_GUARD)
+    for _ in range(6):
+        lines = scrape()
+        assert wanted in lines, [line for line in lines if "healthz" in line]
 
 
 def test_sigterm_drains_every_worker_and_exits_zero(tmp_path: Path, fake) -> None:
