@@ -145,7 +145,7 @@ class Supervisor:
         self.settings = settings
         self.count = worker_count(settings.workers)
         self._argv = list(argv)
-        self._directory = Path(tempfile.mkdtemp(prefix="mlstream-workers-"))  # mode 0700
+        self._directory = _private_directory()
         self._wake = threading.Event()   # a worker exited or came up, or a signal arrived
         self._stop = threading.Event()
         # Guards _workers: the watcher threads mark workers up; the main thread replaces them.
@@ -277,6 +277,19 @@ class Supervisor:
                 code = worker.process.wait()
             failed += code != 0
         return 0 if not failed else 1
+
+
+# A Unix socket's path must fit in sockaddr_un (108 bytes on Linux, less elsewhere).
+MAX_SOCKET_PATH = 100
+
+
+def _private_directory() -> Path:
+    """A new mode-0700 directory whose socket paths fit: under $TMPDIR when it is short
+    enough, else under /tmp."""
+    for parent in (tempfile.gettempdir(), "/tmp"):
+        if len(parent) + len("/mlstream-workers-XXXXXXXX/metrics-1000.sock") <= MAX_SOCKET_PATH:
+            return Path(tempfile.mkdtemp(prefix="mlstream-workers-", dir=parent))
+    raise OSError("no temporary directory with a path short enough for the workers' sockets")
 
 
 def stop_when_orphaned(stop: threading.Event) -> None:
