@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="results file name (default: quick or full)")
     parser.add_argument("--only", help=f"comma-separated scenarios, of: {', '.join(SCENARIOS)}")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--server-processes", type=int, default=1, metavar="N",
+                        help="run every mlstream server with --workers N (default 1)")
     args = parser.parse_args(argv)
     selected = list(SCENARIOS)
     if args.only:
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()], "config": cfg.__dict__, "scenarios": {},
     }
     broken = False
-    with Processes() as procs:
+    results["server_processes"] = args.server_processes
+    with Processes(server_processes=args.server_processes) as procs:
         fake = procs.start_fake()
         server = procs.start_mlstream(workers=MAIN_WORKERS, queue_chunks=64)
         admin = Admin(server.address)

@@ -77,6 +77,18 @@ def proc_sample(pid: int) -> ProcSample:
     return ProcSample(rss, threads, cpu)
 
 
+def child_pids(pid: int) -> list[int]:
+    """The direct children of ``pid`` (/proc/<pid>/task/<tid>/children)."""
+    pids: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                pids += [int(child) for child in f.read().split()]
+    except OSError:
+        pass
+    return pids
+
+
 def _socket_ports() -> dict[int, tuple[int, int, str]]:
     """{socket inode: (local port, remote port, state hex)} of every TCP socket (/proc/net/tcp*)."""
     out: dict[int, tuple[int, int, str]] = {}
@@ -162,7 +174,15 @@ class Child:
         return data.split(b"\n", 1)[0].decode(errors="replace").strip()
 
     def sample(self) -> ProcSample:
-        return proc_sample(self.pid)
+        """This process and its children (the workers of ``serve --workers N``), summed."""
+        total = proc_sample(self.pid)
+        for pid in child_pids(self.pid):
+            try:
+                child = proc_sample(pid)
+            except OSError:
+                continue  # exited between the listing and the read
+            total = ProcSample(total.rss_kb + child.rss_kb, total.threads + child.threads, total.cpu + child.cpu)
+        return total
 
     def fds(self, upstream_port: int | None = None) -> dict[str, int]:
         return proc_fds(self.pid, self.address[1], upstream_port)
@@ -221,7 +241,8 @@ def mlstream_source() -> str | None:
 class Processes:
     """Start the fake provider and mlstream servers; stop them all on exit."""
 
-    def __init__(self, workdir: Path | None = None) -> None:
+    def __init__(self, workdir: Path | None = None, server_processes: int = 1) -> None:
+        self.server_processes = server_processes  # `serve --workers` of every mlstream started
         self._tmp = tempfile.TemporaryDirectory(prefix="mlstream-bench-") if workdir is None else None
         self.workdir = Path(self._tmp.name) if self._tmp else workdir
         self.children: list[Child] = []
@@ -247,6 +268,8 @@ class Processes:
             argv += ["--stream-backlog", str(backlog)]
         if queue_chunks is not None:
             argv += ["--stream-queue-chunks", str(queue_chunks)]
+        if self.server_processes > 1:
+            argv += ["--workers", str(self.server_processes)]
         argv += extra or []
         src = mlstream_source()
         env = None

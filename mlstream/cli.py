@@ -49,13 +49,22 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in key_commands.choices.values():
         sub.add_argument("--data-dir", type=Path, default=None,
                          help="the server's data directory (default: $MLSTREAM_DATA_DIR or ~/.mlstream)")
+        sub.add_argument("--store", default=None, metavar="URL",
+                         help="the server's postgresql:// store (default: $MLSTREAM_STORE, else SQLite "
+                              "in the data directory)")
     return parser
 
 
-def serve(settings: ServerSettings) -> int:
+def serve(settings: ServerSettings, argv: Sequence[str] = ()) -> int:
+    from .server import workers
     from .server.app import Server
 
-    server = Server(settings)
+    link = workers.WorkerLink.from_environment(settings)
+    if link is None and workers.worker_count(settings.workers) > 1:
+        return workers.Supervisor(settings, argv).run()
+    if link is not None:
+        settings = workers.worker_settings(settings)
+    server = Server(settings, workers=link)
     public = not _is_loopback(settings.host)
     if public and not settings.insecure_no_auth:
         # Losing the last key while running must lock this server, never open it.
@@ -69,10 +78,14 @@ def serve(settings: ServerSettings) -> int:
         log.warning("no API keys exist: every route is open to anyone who can reach %s "
                     "(create one with 'mlstream keys create --role admin'; once a key has "
                     "existed, revoking the last one locks the server instead)", settings.host)
+    if link is not None:
+        link.serve_metrics(server.app.metrics.render)
     server.start()
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    if link is not None:
+        workers.stop_when_orphaned(stop)
     sys.stdout.write(f"mlstream listening on {server.url}\n")
     sys.stdout.flush()
     stop.wait()
@@ -83,10 +96,10 @@ def serve(settings: ServerSettings) -> int:
 
 def keys(args: argparse.Namespace) -> int:
     from .auth import KeyStore
-    from .store import SQLiteStore
+    from .stores import open_store
 
     data_dir = args.data_dir or Path(os.environ.get("MLSTREAM_DATA_DIR", Path.home() / ".mlstream"))
-    store = SQLiteStore(data_dir.expanduser())
+    store = open_store(args.store or os.environ.get("MLSTREAM_STORE", ""), data_dir.expanduser())
     try:
         key_store = KeyStore(store)
         out = sys.stdout
@@ -131,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stdout.write(config.describe(settings, sources, os.environ))
                 return 0
             configure_logging(settings.log_level, settings.log_format)
-            return serve(settings)
+            return serve(settings, sys.argv[1:] if argv is None else argv)
         configure_logging(getattr(args, "log_level", "WARNING"), "text")
         if args.command == "keys":
             return keys(args)

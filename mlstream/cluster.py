@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from .endpoints import EndpointPolicy
-from .errors import BadRequest
+from .errors import BadRequest, StoreError
 from .settings import (CLUSTER_SETTING_DEFAULTS, PRIVATE_IP_ENABLED, STREAM_ENABLED,
                        TRUSTED_ENDPOINTS, ServerSettings, flatten_settings,
                        matching_settings, validate_cluster_setting)
@@ -42,13 +42,38 @@ class ClusterSettings:
         self._lock = threading.Lock()
         # Serialises updates (one admin PUT at a time); the hot path never takes it.
         self._update_lock = threading.Lock()
+        self._seen_counter = store.change_counter()
         self._persistent = store.get_settings()
         self._transient: dict[str, Any] = {}
         self._policy = self._build_policy(self._persistent, self._transient)
 
     def value(self, key: str) -> Any:
+        self._follow_store()
         with self._lock:
             return self._effective(key)
+
+    def _follow_store(self) -> None:
+        """Reload the persistent settings when another process or instance changed the store.
+
+        Costs one change-counter read when nothing changed. A store that cannot be read
+        leaves the values as they were (whatever needs the store answers 503 itself)."""
+        try:
+            counter = self._store.change_counter()
+            if counter == self._seen_counter:
+                return
+            persistent = self._store.get_settings()
+        except StoreError:
+            return
+        if not self._update_lock.acquire(blocking=False):
+            return  # an update is writing; it swaps in fresh values itself
+        try:
+            with self._lock:
+                transient = self._transient
+            policy = self._build_policy(persistent, transient)
+            with self._lock:
+                self._persistent, self._policy, self._seen_counter = persistent, policy, counter
+        finally:
+            self._update_lock.release()
 
     @property
     def stream_enabled(self) -> bool:
@@ -56,6 +81,7 @@ class ClusterSettings:
 
     @property
     def endpoint_policy(self) -> EndpointPolicy:
+        self._follow_store()
         return self._policy
 
     def to_body(self, *, include_defaults: bool, flat: bool) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import BadRequest
-from .settings import MASTER_KEY_ENV, MASTER_KEY_FILE, ServerSettings
+from .settings import MASTER_KEY_ENV, MASTER_KEY_FILE, ServerSettings, redacted_url
 
 ENV_PREFIX = "MLSTREAM_"
 _TYPES = typing.get_type_hints(ServerSettings)
@@ -71,6 +71,8 @@ def describe(settings: ServerSettings, sources: Mapping[str, str], environ: Mapp
     lines = ["# effective mlstream serve settings"]
     for spec in FIELDS:
         value, source = getattr(settings, spec.name), sources.get(spec.name, "default")
+        if spec.name == "store" and value:
+            value = redacted_url(value)
         if value is None:
             lines.append(f"# {spec.name} is unset  # {source}")
         else:

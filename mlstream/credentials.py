@@ -17,6 +17,7 @@ import base64
 import binascii
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Protocol
 
@@ -79,15 +80,25 @@ def load_master_key(data_dir: Path) -> tuple[bytes, str]:
         return _decode_key(encoded, MASTER_KEY_ENV), MASTER_KEY_ENV
     path = data_dir / MASTER_KEY_FILE
     if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process created it first: use theirs
-            pass
-        else:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(base64.b64encode(os.urandom(32)).decode("ascii") + "\n")
+        _create_key_file(path)
     return _decode_key(path.read_text(), str(path)), str(path)
+
+
+def _create_key_file(path: Path) -> None:
+    """Write a new key where nobody can read it half-written: a private file of our own,
+    complete, then linked into place. Processes starting together (``--workers``) all
+    read the one key that won the link."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, draft = tempfile.mkstemp(dir=path.parent, prefix=".master.key.")  # mode 0600
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(base64.b64encode(os.urandom(32)).decode("ascii") + "\n")
+        try:
+            os.link(draft, path)
+        except FileExistsError:  # another process published its key first: use theirs
+            pass
+    finally:
+        os.unlink(draft)
 
 
 def _decode_key(encoded: str, source: str) -> bytes:
@@ -114,8 +125,8 @@ def open_codec(store: Store, data_dir: Path) -> AESGCMCodec:
         if check is None:
             store.put("meta", Record("master_key_check", {}, codec.check_value()))
         elif not codec.matches(check.secret or ""):
-            raise CredentialError(f"the master key from {source} is not the one this data directory "
-                                  f"was created with; set {MASTER_KEY_ENV} to the right key")
+            raise CredentialError(f"the master key from {source} is not the one this store (data "
+                                  f"directory or database) was created with; set {MASTER_KEY_ENV} to the right key")
         for kind in ("connector", "model"):
             for record in store.scan(kind):
                 if record.secret and record.secret.startswith("{"):

@@ -35,6 +35,7 @@ translated where they enter our code, keeping the original as ``__cause__``.
      +-- ShuttingDown                   503 (a stream still open at the drain deadline)
      +-- VersionNotSupported            505 illegal_argument_exception
      +-- StoreError                     500 (the store could not be read or written)
+     |    +-- StoreUnavailable          503 (the database cannot be reached; retry later)
      +-- CredentialError                500 (a wrong or missing master key)
      +-- ClientGone                     499 (the client left mid-stream; nobody is answered)
      +-- RetryCancelled                 499 (the caller left while a retry waited)
@@ -200,6 +201,12 @@ class ShuttingDown(MLStreamError):
 
 class StoreError(MLStreamError):
     """The store could not be read or written (disk full, locked, corrupt)."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached now (PostgreSQL down or unreachable): retry later."""
+
+    http_status = 503
 
 
 class CredentialError(MLStreamError):

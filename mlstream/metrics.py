@@ -196,3 +196,39 @@ class Histogram:
         suffix = f"{{{labels}}}" if labels else ""
         out += [f"{name}_sum{suffix} {self._sum}", f"{name}_count{suffix} {cumulative}"]
         return out
+
+
+def merge_expositions(texts: list[str]) -> str:
+    """Several processes' ``render()`` output as one: each sample (name and labels) summed.
+
+    Every series we expose is a counter, a histogram bucket/sum/count, or a gauge whose
+    total is what a scrape of the deployment means (streams active, queued), so a sum
+    is right for all of them. Families keep their order and stay contiguous; a series
+    only some processes have is added at the end of its family.
+    """
+    families: dict[str, tuple[list[str], dict[str, float]]] = {}
+    for text in texts:
+        family = ""
+        for line in text.splitlines():
+            if line.startswith("# HELP "):
+                family = line.split(" ", 3)[2]
+                headers, _ = families.setdefault(family, ([], {}))
+                if not headers:
+                    headers.append(line)
+            elif line.startswith("# TYPE "):
+                headers, _ = families.setdefault(family, ([], {}))
+                if len(headers) < 2:
+                    headers.append(line)
+            elif line and not line.startswith("#"):
+                series, _, value = line.rpartition(" ")
+                samples = families.setdefault(family, ([], {}))[1]
+                samples[series] = samples.get(series, 0.0) + float(value)
+    lines: list[str] = []
+    for headers, samples in families.values():
+        lines += headers
+        lines += (f"{series} {_number(value)}" for series, value in samples.items())
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value == int(value) else repr(value)

@@ -85,14 +85,15 @@ class _Answer:
 
 class Predictor:
     def __init__(self, registry: Registry, cluster: ClusterSettings, upstream: UpstreamClient,
-                 pool: StreamPool, metrics: Metrics, server: ServerSettings) -> None:
+                 pool: StreamPool, metrics: Metrics, server: ServerSettings,
+                 rate_limiter: RateLimiter | None = None) -> None:
         self._registry = registry
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
         self._metrics = metrics
         self._server = server
-        self._rate_limiter = RateLimiter()
+        self._rate_limiter = rate_limiter or RateLimiter()
         # Runs the extra upstream requests of a predict call split into several (the
         # handler's own thread runs one share); threads start only when first needed.
         self._fanout = ThreadPoolExecutor(max_workers=server.stream_workers,

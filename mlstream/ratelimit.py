@@ -3,6 +3,10 @@
 A token bucket per model holding at most ``limit`` tokens, refilled at ``limit``
 per ``unit``; a predict takes one token or is refused with 429 and the seconds
 until the next token as ``Retry-After``.
+
+One process keeps its buckets in memory. A deployment of several processes
+(``--workers``, or instances on one PostgreSQL) passes a ``SharedBuckets``: the
+store's bucket rows, updated atomically, so a limit holds for the deployment.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import BadRequest, Overloaded
 
@@ -58,6 +62,22 @@ def parse_rate_limiter(raw: Any) -> RateLimit | None:
     return RateLimit(value, unit.upper())
 
 
+def take(tokens: float, elapsed: float, capacity: float, per_second: float) -> tuple[bool, float, float]:
+    """One bucket step: refill for ``elapsed`` seconds, then take a token if there is one.
+    Returns (taken, tokens left, seconds until the next token when not taken)."""
+    tokens = min(capacity, tokens + max(elapsed, 0.0) * per_second)
+    if tokens >= 1.0:
+        return True, tokens - 1.0, 0.0
+    return False, tokens, (1.0 - tokens) / per_second
+
+
+class SharedBuckets(Protocol):
+    """Buckets every process of a deployment shares (``Store.take_token``)."""
+
+    def take_token(self, key: str, capacity: float, per_second: float) -> float:
+        """Take a token from bucket ``key`` (created full); 0.0, or the seconds to wait."""
+
+
 @dataclass(slots=True)
 class _Bucket:
     limit: RateLimit
@@ -66,14 +86,22 @@ class _Bucket:
 
 
 class RateLimiter:
-    def __init__(self) -> None:
-        # Guards the buckets: arithmetic only, never a wait (a refusal is raised outside).
+    def __init__(self, shared: SharedBuckets | None = None) -> None:
+        self._shared = shared
+        # Guards the in-memory buckets: arithmetic only, never a wait (a refusal is raised outside).
         self._lock = threading.Lock()
         self._buckets: dict[str, _Bucket] = {}
 
     def acquire(self, model_id: str, limit: RateLimit | None) -> None:
         """Take one token for ``model_id``, or raise Overloaded."""
         if limit is None:
+            return
+        if self._shared is not None:
+            # The limit is part of the key: a changed limit starts a fresh, full bucket.
+            wait = self._shared.take_token(f"{model_id}|{limit.limit_text}|{limit.unit}",
+                                           limit.capacity, limit.per_second)
+            if wait > 0:
+                raise _throttled(model_id, limit, wait)
             return
         with self._lock:
             # Read under the lock: a call that read the clock earlier but locked later
@@ -82,14 +110,16 @@ class RateLimiter:
             bucket = self._buckets.get(model_id)
             if bucket is None or bucket.limit != limit:  # new model or a changed limit
                 bucket = self._buckets[model_id] = _Bucket(limit, limit.capacity, now)
-            rate = limit.per_second
-            bucket.tokens = min(limit.capacity, bucket.tokens + (now - bucket.updated) * rate)
+            taken, bucket.tokens, wait = take(bucket.tokens, now - bucket.updated, limit.capacity,
+                                              limit.per_second)
             bucket.updated = now
-            if bucket.tokens >= 1.0:
-                bucket.tokens -= 1.0
+            if taken:
                 return
-            wait = (1.0 - bucket.tokens) / rate
-        raise Overloaded(f"Request is throttled at model level: the rate limit of model {model_id} "
-                         f"({limit.limit_text} per {limit.unit.lower()}) is used up",
-                         retry_after_seconds=math.ceil(wait))
+        raise _throttled(model_id, limit, wait)
+
+
+def _throttled(model_id: str, limit: RateLimit, wait: float) -> Overloaded:
+    return Overloaded(f"Request is throttled at model level: the rate limit of model {model_id} "
+                      f"({limit.limit_text} per {limit.unit.lower()}) is used up",
+                      retry_after_seconds=math.ceil(wait))
 

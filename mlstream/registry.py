@@ -70,6 +70,9 @@ class Registry:
         # Bumped by every invalidation: a miss read before one must not fill the cache
         # after it (an undeployed model would go on serving from a stale entry).
         self._cache_generation = 0
+        # The store's change counter when the cache was last known current: another
+        # process's (or instance's) write moves it and empties the cache.
+        self._seen_counter: int | None = None
 
     # --- connectors ------------------------------------------------------------
 
@@ -325,7 +328,12 @@ class Registry:
 
     def resolve(self, model_id: str) -> ResolvedModel:
         """The model for a predict call, deploying it on first use (ml-commons' auto-deploy)."""
+        counter = self._store.change_counter()
         with self._cache_lock:
+            if counter != self._seen_counter:
+                self._cache.clear()
+                self._cache_generation += 1
+                self._seen_counter = counter
             cached = self._cache.get(model_id)
             generation = self._cache_generation
         if cached is not None:

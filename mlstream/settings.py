@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from .errors import BadRequest
 
@@ -24,6 +25,14 @@ def _opt(default: Any = None, help: str = "", *, factory: Any = None) -> Any:  #
     return field(default=default, metadata={"help": help})
 
 
+def redacted_url(url: str) -> str:
+    """``url`` without its password, for messages and --print-config."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))
+
+
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
     """What `mlstream serve` was started with; fixed for the life of the process.
@@ -36,8 +45,13 @@ class ServerSettings:
     port: int = _opt(9200, "port to listen on; 0 picks a free one")
     data_dir: Path = _opt(help="where the SQLite store and the master key file live",
                           factory=lambda: Path.home() / ".mlstream")
-    stream_workers: int = _opt(help="provider readers running at once (default: processors x 4, "
-                                    "as ml-commons sizes its remote-inference pool)",
+    store: str = _opt("", "where state lives: empty for SQLite in data-dir, or a postgresql:// URL "
+                          "shared by many instances (needs mlstream[postgres]; prefer PGPASSWORD or "
+                          "~/.pgpass to a password in the URL)")
+    workers: str = _opt("1", "server processes sharing the port (SO_REUSEPORT), each with its own "
+                             "stream-workers; a number, or auto for one per processor")
+    stream_workers: int = _opt(help="provider readers running at once, per worker process (default: "
+                                    "processors x 4, as ml-commons sizes its remote-inference pool)",
                                factory=default_stream_workers)
     stream_backlog: int = _opt(10_000, "streams that may wait for a reader before new ones get 429")
     # Small on purpose: a slow client must push back on the provider, not grow memory.
@@ -68,6 +82,10 @@ class ServerSettings:
         for name in ("client_stall_timeout", "heartbeat_interval", "header_timeout", "max_body_bytes"):
             if getattr(self, name) <= 0:
                 raise BadRequest(f"{name.replace('_', '-')} must be greater than 0")
+        if self.workers != "auto" and not (self.workers.isdigit() and int(self.workers) >= 1):
+            raise BadRequest("workers must be a whole number of at least 1, or auto")
+        if self.store and not self.store.startswith(("postgresql://", "postgres://")):
+            raise BadRequest("store must be empty (SQLite in data-dir) or a postgresql:// URL")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise BadRequest("tls-cert and tls-key go together")
         if self.log_format not in ("text", "json"):

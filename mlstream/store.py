@@ -13,6 +13,7 @@ import json
 import logging
 import sqlite3
 import threading
+import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import StoreError
+from .ratelimit import take
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,11 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def take_token(self, key: str, capacity: float, per_second: float) -> float:
+        """Take a token from the rate-limit bucket ``key`` (created full) for every process
+        on this store; 0.0 when taken, else the seconds until the next token."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
 
@@ -91,6 +98,9 @@ class SQLiteStore(Store):
     """
 
     FILENAME = "mlstream.db"
+    # Rate-limit buckets live in a file of their own, so a predict taking a token never
+    # waits for SQLite's write lock behind an admin write (or ``mlstream keys``).
+    BUCKETS_FILENAME = "ratelimit.db"
 
     def __init__(self, data_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -101,6 +111,9 @@ class SQLiteStore(Store):
         self._lock = threading.RLock()
         self._depth = 0
         self._owner: int | None = None  # the thread inside the outermost transaction
+        # Guards the buckets connection: one short read-modify-write transaction under it
+        # (rate-limited predicts only), which SQLite's file lock makes atomic across processes.
+        self._buckets_lock = threading.Lock()
         # Guards the read connection. WAL readers never wait for a writer, so under it
         # runs one short read (a page-cache lookup, or the in-memory change counter).
         self._read_lock = threading.Lock()
@@ -119,6 +132,12 @@ class SQLiteStore(Store):
             # moves when the write connection commits, so the change counter sees this
             # process's writes as well as other processes'.
             self._read_db = self._connect()
+            self._buckets_db = sqlite3.connect(data_dir / self.BUCKETS_FILENAME, check_same_thread=False,
+                                               isolation_level=None, timeout=BUSY_TIMEOUT)
+            self._buckets_db.execute("PRAGMA journal_mode=WAL")
+            self._buckets_db.execute("PRAGMA synchronous=OFF")  # buckets need no durability
+            self._buckets_db.execute("CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY,"
+                                     " tokens REAL NOT NULL, updated REAL NOT NULL)")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
 
@@ -149,10 +168,10 @@ class SQLiteStore(Store):
 
     def get(self, kind: str, record_id: str) -> Record | None:
         rows = self._read(f"SELECT id, doc, secret FROM {_table(kind)} WHERE id = ?", (record_id,))
-        return _record(rows[0]) if rows else None
+        return record_from_row(rows[0]) if rows else None
 
     def scan(self, kind: str) -> list[Record]:
-        return [_record(row) for row in self._read(f"SELECT id, doc, secret FROM {_table(kind)} ORDER BY seq")]
+        return [record_from_row(row) for row in self._read(f"SELECT id, doc, secret FROM {_table(kind)} ORDER BY seq")]
 
     def put(self, kind: str, record: Record) -> None:
         self._write(
@@ -181,7 +200,30 @@ class SQLiteStore(Store):
         rows = self._read("PRAGMA data_version")
         return int(rows[0][0]) if rows else 0
 
+    def take_token(self, key: str, capacity: float, per_second: float) -> float:
+        with self._buckets_lock:
+            db = self._buckets_db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    row = db.execute("SELECT tokens, updated FROM bucket WHERE key = ?", (key,)).fetchone()
+                    now = time.time()  # wall time: the processes sharing the file share no other clock
+                    tokens, updated = row if row else (capacity, now)
+                    taken, tokens, wait = take(tokens, now - updated, capacity, per_second)
+                    db.execute("INSERT INTO bucket (key, tokens, updated) VALUES (?, ?, ?) ON CONFLICT(key) "
+                               "DO UPDATE SET tokens = excluded.tokens, updated = excluded.updated",
+                               (key, tokens, now))
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"store operation failed: {exc}") from exc
+        return 0.0 if taken else wait
+
     def close(self) -> None:
+        with self._buckets_lock:
+            self._buckets_db.close()
         with self._read_lock:
             self._read_db.close()
         with self._lock:
@@ -218,5 +260,6 @@ def _table(kind: str) -> str:
     return kind
 
 
-def _record(row: tuple) -> Record:
+def record_from_row(row: tuple) -> Record:
+    """A record from an (id, doc as JSON text, secret) row, as both backends store them."""
     return Record(id=row[0], doc=json.loads(row[1]), secret=row[2])

@@ -26,7 +26,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                                  "config", "endpoints", "connectors", "processing", "painless", "painless.*",
                                  "ratelimit", "signing", "retry", "openai_wire")),
     ("fake providers", ("testing", "testing.*")),
-    ("state", ("store", "credentials", "auth", "cluster", "registry", "metrics")),
+    ("state", ("store", "store_postgres", "stores", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),
     ("streaming core", ("streaming", "streaming.*")),
     ("predictor", ("predict",)),

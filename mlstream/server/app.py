@@ -5,7 +5,7 @@
           +-- http.server.ThreadingHTTPServer    one daemon thread per connection
                +-- MLStreamServer                 carries the App
     App
-     +-- store (SQLiteStore)  cluster (ClusterSettings)  registry (Registry)
+     +-- store (SQLiteStore or PostgresStore)  cluster (ClusterSettings)  registry (Registry)
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
 
@@ -33,7 +33,9 @@ from ..predict import Predictor
 from ..registry import Registry
 from ..settings import AUTO_DEPLOY, ServerSettings
 from ..speedups import start_thread_nowait
-from ..store import SQLiteStore, Store
+from ..store import Store
+from ..ratelimit import RateLimiter
+from ..stores import is_postgres, open_store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
@@ -43,6 +45,7 @@ from .node import NodeIdentity
 from .openai_routes import add_openai_routes
 from .routes import build_router
 from .transport import HTTPRequestHandler
+from .workers import WorkerLink
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +102,10 @@ class InFlight:
 
 class App:
     def __init__(self, settings: ServerSettings, *, store: Store | None = None,
-                 codec: CredentialCodec | None = None) -> None:
+                 codec: CredentialCodec | None = None, workers: WorkerLink | None = None) -> None:
         self.settings = settings
-        self.store = store or SQLiteStore(settings.data_dir)
+        self.workers = workers  # this process's siblings under ``serve --workers N``
+        self.store = store or open_store(settings.store, settings.data_dir)
         try:
             codec = codec or open_codec(self.store, settings.data_dir)
             self.cluster_uuid = cluster_uuid(self.store)
@@ -115,13 +119,16 @@ class App:
         self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
         self.upstream = UpstreamClient()
         self.metrics = Metrics(self.pool)
+        # Several processes (workers, or instances on one database) share their buckets in
+        # the store; a lone process keeps them in memory, at no cost per request.
+        shared = workers is not None or is_postgres(settings.store)
         self.predictor = Predictor(self.registry, self.cluster, self.upstream, self.pool,
-                                   self.metrics, settings)
+                                   self.metrics, settings, RateLimiter(self.store if shared else None))
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
-                                   self.readiness_problems, self.node_identity)
+                                   self.readiness_problems, self.node_identity, self.render_metrics)
         add_openai_routes(self.router, self.registry, self.predictor)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
@@ -131,9 +138,14 @@ class App:
         return NodeIdentity(self.cluster_uuid, self.bound_address[0], self.bound_address[1],
                             self.settings.max_body_bytes)
 
+    def render_metrics(self) -> str:
+        """This process's metrics, or under ``--workers`` the sum over every worker."""
+        own = self.metrics.render()
+        return own if self.workers is None else self.workers.render_all(own)
+
     def readiness_problems(self) -> list[str]:
         """Why the server should not get new traffic now (empty when ready)."""
-        problems = []
+        problems = [] if self.workers is None else self.workers.problems()
         try:
             self.store.change_counter()
         except Exception:  # noqa: BLE001 - any store failure means not ready
@@ -154,6 +166,8 @@ class App:
             self.in_flight.wait_idle(CANCEL_GRACE_SECONDS)
 
     def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
         self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()
@@ -175,6 +189,8 @@ class MLStreamServer(ThreadingHTTPServer):
         self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        # Workers each listen on the port their supervisor holds; the kernel spreads connections.
+        self.allow_reuse_port = app.workers is not None
         try:
             super().__init__((settings.host, settings.port), HTTPRequestHandler)
             app.bound_address = self.server_address[:2]

@@ -20,7 +20,8 @@ PREFIX = "/_plugins/_ml"
 
 
 def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSettings, metrics: Metrics,
-                 readiness_problems: Callable[[], list[str]], identity: Callable[[], node.NodeIdentity]) -> Router:
+                 readiness_problems: Callable[[], list[str]], identity: Callable[[], node.NodeIdentity],
+                 render_metrics: Callable[[], str]) -> Router:
     router = Router()
 
     def add(method: str, template: str, role: str = "admin"):
@@ -71,7 +72,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     @add("GET", "/metrics", role="user")
     def metrics_text(req: Request) -> Reply:
-        return Reply(200, metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
+        return Reply(200, render_metrics(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
     # connectors
     @add("POST", f"{PREFIX}/connectors/_create")

@@ -96,12 +96,12 @@ def test_demo_once_streams_the_answer(binary, bare, tmp_path):
 class Served:
     """``dist/mlstream serve`` in its own process; stderr goes to a file."""
 
-    def __init__(self, binary: Path, data_dir: Path, env: dict[str, str], cwd: Path) -> None:
+    def __init__(self, binary: Path, data_dir: Path, env: dict[str, str], cwd: Path, *extra: str) -> None:
         self.stderr_path = cwd / "serve.stderr"
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
                 [str(binary), "serve", "--port", "0", "--data-dir", str(data_dir),
-                 "--trusted-endpoint", TRUST_LOOPBACK, "--allow-private-endpoints", "--drain-timeout", "5"],
+                 "--trusted-endpoint", TRUST_LOOPBACK, "--allow-private-endpoints", "--drain-timeout", "5", *extra],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=cwd)
         lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=lambda: lines.put(self.process.stdout.readline()), daemon=True).start()
@@ -193,3 +193,21 @@ def test_serve_streams_and_stops_cleanly_on_sigterm(binary, bare, tmp_path, fake
     assert fake.api_key not in stderr
     assert_cleaned_up(bare)
     assert (tmp_path / "data").is_dir()
+
+
+def test_serve_with_workers_starts_them_from_the_binary_itself(binary, bare, tmp_path, fake):
+    """The supervisor re-runs the binary for each worker: no Python on the host needed."""
+    served = Served(binary, tmp_path / "data", bare, tmp_path, "--workers", "2")
+    try:
+        client = Client(served.url)
+        assert client.call("GET", "/readyz").status == 200
+        model_id = client.register(client.create_connector(openai_connector(fake)))
+        for _ in range(4):  # new connections, spread over both workers
+            assert Client(served.url).call("POST", f"/_plugins/_ml/models/{model_id}/_predict",
+                                           stream_body()).status == 200
+    finally:
+        code = served.terminate()
+    stderr = served.stderr()
+    assert code == 0, stderr
+    assert "2 workers up" in stderr and "Traceback" not in stderr
+    assert_cleaned_up(bare)

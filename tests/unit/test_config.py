@@ -135,6 +135,20 @@ max_body_bytes = 4096
 
 # --- --print-config ------------------------------------------------------------------
 
+def test_print_config_masks_a_database_password() -> None:
+    settings, sources = config.resolve({"store": "postgresql://ml:s3cr%2Ft@db.internal:5432/ml"}, {}, None)
+    out = config.describe(settings, sources, {})
+    assert "s3cr" not in out
+    assert 'store = "postgresql://ml:***@db.internal:5432/ml"  # flag' in out
+
+
+def test_workers_and_store_are_checked() -> None:
+    for bad in ({"workers": "0"}, {"workers": "many"}, {"store": "mysql://db/x"}):
+        with pytest.raises(MLStreamError):
+            config.resolve(bad, {}, None)
+    assert config.resolve({"workers": "auto"}, {}, None)[0].workers == "auto"
+
+
 def test_print_config_is_toml_with_every_setting_and_its_source_and_hides_the_master_key(tmp_path):
     path = write(tmp_path / "mlstream.toml", 'trusted_endpoints = ["^https://a\\\\.example/.*$"]\n'
                                              'log_format = "json"\n')

@@ -1,33 +1,31 @@
-"""The resolved-model cache against a concurrent change: a real SQLite store, no sockets."""
+"""The resolved-model cache against a concurrent change: a real store of each backend, no sockets."""
 
 from __future__ import annotations
 
 import os
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
 from mlstream.credentials import AESGCMCodec
 from mlstream.endpoints import EndpointPolicy
 from mlstream.registry import Registry
-from mlstream.store import SQLiteStore
+
+from ..conftest import StoreFactory
 
 HANG_GUARD = 10.0
 
 
-class PausingStore(SQLiteStore):
-    """A real store that can hold one thread right after its transaction commits."""
+class Pausing:
+    """In front of a real store: can hold one thread right after its transaction commits."""
 
-    def __init__(self, data_dir: Path) -> None:
-        super().__init__(data_dir)
-        self.pause_thread: int | None = None
-        self.paused = threading.Event()
-        self.resume = threading.Event()
+    pause_thread: int | None = None
+    paused: threading.Event
+    resume: threading.Event
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        with super().transaction():
+        with super().transaction():  # type: ignore[misc]
             yield
         if threading.get_ident() == self.pause_thread:
             self.pause_thread = None
@@ -47,8 +45,9 @@ def connector(model: str) -> dict:
     }
 
 
-def test_a_model_read_before_a_connector_update_does_not_fill_the_cache_after_it(tmp_path: Path) -> None:
-    store = PausingStore(tmp_path)
+def test_a_model_read_before_a_connector_update_does_not_fill_the_cache_after_it(make_store: StoreFactory) -> None:
+    store = make_store(Pausing)
+    store.paused, store.resume = threading.Event(), threading.Event()
     registry = Registry(store, AESGCMCodec(os.urandom(32)), lambda: EndpointPolicy((".*",), False))
     connector_id = registry.create_connector(connector("model-v1"))
     model_id = registry.register_model({"name": "m", "connector_id": connector_id}, deploy=True)["model_id"]

@@ -1,4 +1,4 @@
-"""What a request reads never waits behind a write in progress: a real SQLite store.
+"""What a request reads never waits behind a write in progress: a real store of each backend.
 
 A write can take long (the disk, or up to the busy timeout while ``mlstream keys``
 in another process holds SQLite's write lock). Every request reads the store's
@@ -13,7 +13,9 @@ from typing import Any, Callable
 
 from mlstream.cluster import ClusterSettings
 from mlstream.settings import STREAM_ENABLED, ServerSettings
-from mlstream.store import Record, SQLiteStore
+from mlstream.store import Record
+
+from ..conftest import StoreFactory
 
 HANG_GUARD = 10.0
 
@@ -41,8 +43,8 @@ def returns_while(blocker: Callable[[threading.Event, threading.Event], None], c
         writer.join(HANG_GUARD)
 
 
-def test_reads_and_the_change_counter_do_not_wait_for_an_open_transaction(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path)
+def test_reads_and_the_change_counter_do_not_wait_for_an_open_transaction(make_store: StoreFactory) -> None:
+    store = make_store()
     store.put("apikey", Record("k1", {"name": "one"}, "hash"))
     counter = store.change_counter()
 
@@ -68,11 +70,10 @@ def test_reads_and_the_change_counter_do_not_wait_for_an_open_transaction(tmp_pa
     store.put("apikey", Record("k2", {"name": "two"}, "hash2"))
     assert store.change_counter() != counter  # this process's own commits move it too
     assert [r.id for r in store.scan("apikey")] == ["k1", "k2"]
-    store.close()
 
 
-def test_a_transaction_reads_its_own_writes(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path)
+def test_a_transaction_reads_its_own_writes(make_store: StoreFactory) -> None:
+    store = make_store()
     with store.transaction():
         store.put("task", Record("t1", {"state": "CREATED"}))
         assert store.get("task", "t1") is not None
@@ -85,10 +86,9 @@ def test_a_transaction_reads_its_own_writes(tmp_path: Path) -> None:
     except RuntimeError:
         pass
     assert store.get("task", "t1") is not None
-    store.close()
 
 
-class SlowSettingsStore(SQLiteStore):
+class SlowSettings:
     """A real store whose settings write signals its start and waits to be let go."""
 
     inside: threading.Event
@@ -97,11 +97,11 @@ class SlowSettingsStore(SQLiteStore):
     def put_settings(self, values: dict[str, Any]) -> None:
         self.inside.set()
         assert self.release.wait(HANG_GUARD)
-        super().put_settings(values)
+        super().put_settings(values)  # type: ignore[misc]
 
 
-def test_cluster_settings_are_read_while_an_update_writes(tmp_path: Path) -> None:
-    store = SlowSettingsStore(tmp_path)
+def test_cluster_settings_are_read_while_an_update_writes(make_store: StoreFactory, tmp_path: Path) -> None:
+    store = make_store(SlowSettings)
     cluster = ClusterSettings(store, ServerSettings(port=0, data_dir=tmp_path))
 
     def slow_update(inside: threading.Event, release: threading.Event) -> None:
@@ -110,4 +110,3 @@ def test_cluster_settings_are_read_while_an_update_writes(tmp_path: Path) -> Non
 
     assert returns_while(slow_update, lambda: cluster.stream_enabled) is True
     assert cluster.stream_enabled is False
-    store.close()

@@ -1,0 +1,123 @@
+"""`mlstream serve --workers N`: one port, N processes, one supervisor.
+
+Real processes throughout; which worker holds which socket is read from the
+kernel (psutil), since nothing on the wire says which worker answered.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, openai_connector, read_response
+from .helpers import MLSTREAM, clean_env, poll_until, post_stream
+
+pytestmark = pytest.mark.slow
+
+
+class Deployment:
+    """A supervisor started with ``--workers``; its stderr goes to a file (never a full pipe)."""
+
+    def __init__(self, tmp_path: Path, workers: int) -> None:
+        self.log = tmp_path / "stderr.log"
+        with self.log.open("w") as stderr:
+            self.process = subprocess.Popen(
+                [*MLSTREAM, "serve", "--port", "0", "--data-dir", str(tmp_path / "data"), "--workers", str(workers),
+                 "--allow-private-endpoints", "--trusted-endpoint", LOOPBACK_TRUST, "--drain-timeout", "10",
+                 "--stream-workers", "8"],
+                stdout=subprocess.PIPE, stderr=stderr, text=True, env=clean_env())
+        line = self.process.stdout.readline()
+        assert line.startswith("mlstream listening on http://"), (line, self.log.read_text())
+        self.url = line.split()[-1]
+        self.port = int(self.url.rsplit(":", 1)[1])
+
+    def workers(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children()
+
+    def listening(self) -> set[int]:
+        """Pids of the processes with a listening socket on the port."""
+        return {worker.pid for worker in self.workers()
+                for conn in worker.net_connections("tcp")
+                if conn.status == psutil.CONN_LISTEN and conn.laddr.port == self.port}
+
+    def serving(self) -> set[int]:
+        """Pids of the workers holding a client connection on the port."""
+        return {worker.pid for worker in self.workers()
+                for conn in worker.net_connections("tcp")
+                if conn.status == psutil.CONN_ESTABLISHED and conn.laddr.port == self.port}
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(HANG_GUARD * 3)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait(HANG_GUARD)
+
+
+@pytest.fixture
+def deployment(tmp_path: Path):
+    running = Deployment(tmp_path, workers=2)
+    yield running
+    running.stop()
+
+
+def test_every_worker_listens_on_the_one_port(deployment: Deployment) -> None:
+    pids = {worker.pid for worker in deployment.workers()}
+    assert len(pids) == 2
+    assert deployment.listening() == pids
+    assert Client(deployment.url).call("GET", "/readyz").status == 200
+
+
+def test_a_killed_worker_is_replaced_and_the_port_keeps_answering(deployment: Deployment) -> None:
+    victim = deployment.workers()[0]
+    victim.kill()
+    victim.wait(HANG_GUARD)
+    # The other worker answers throughout; readiness says the deployment is short of one.
+    assert Client(deployment.url).call("GET", "/healthz").status == 200
+    assert poll_until(lambda: f"(pid {victim.pid}) was killed by signal 9; starting a new one"
+                      in deployment.log.read_text(), HANG_GUARD)
+    assert poll_until(lambda: Client(deployment.url).call("GET", "/readyz").status == 200, HANG_GUARD)
+    assert poll_until(lambda: len(deployment.listening()) == 2, HANG_GUARD)
+    assert victim.pid not in deployment.listening()
+
+
+def test_metrics_on_any_worker_are_the_totals_of_all(deployment: Deployment) -> None:
+    for _ in range(12):
+        assert Client(deployment.url).call("GET", "/healthz").status == 200  # a new connection each
+    wanted = 'mlstream_http_requests_total{front="ml-commons",route="/healthz",method="GET",status="200"} 12'
+
+    def scrape() -> list[str]:  # a new connection each time: the kernel spreads them over the workers
+        reply = Client(deployment.url).call("GET", "/metrics")
+        assert reply.status == 200
+        return (reply.body if isinstance(reply.body, str) else reply.body.decode()).splitlines()
+
+    # A request is counted just after its answer is sent: wait for the last one to land.
+    assert poll_until(lambda: wanted in scrape(), HANG_GUARD)
+    for _ in range(6):
+        lines = scrape()
+        assert wanted in lines, [line for line in lines if "healthz" in line]
+
+
+def test_sigterm_drains_every_worker_and_exits_zero(tmp_path: Path, fake) -> None:
+    deployment = Deployment(tmp_path, workers=2)
+    try:
+        client = Client(deployment.url)
+        model_id = client.register(client.create_connector(
+            openai_connector(fake, model="gpt-fake?chunks=20&delay_ms=50")))
+        streams = [post_stream(deployment.url, model_id) for _ in range(10)]
+        for stream in streams:
+            assert stream.recv(1, 2)  # MSG_PEEK: under way
+        assert len(deployment.serving()) == 2  # streams on both workers (1 in 512 to fail by chance)
+    finally:
+        code = deployment.stop()
+    assert code == 0, deployment.log.read_text()
+    for stream in streams:
+        finished = read_response(stream.makefile("rb"))
+        assert finished.status == 200 and finished.complete
+        assert finished.events()[-1]["inference_results"][0]["output"][0]["dataAsMap"]["is_last"] is True
