@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 API_KEY = "sk-bench-key"
 SRC_ENV = "BENCH_MLSTREAM_SRC"
@@ -89,18 +89,29 @@ def child_pids(pid: int) -> list[int]:
     return pids
 
 
-def _socket_ports() -> dict[int, tuple[int, int, str]]:
-    """{socket inode: (local port, remote port, state hex)} of every TCP socket (/proc/net/tcp*)."""
-    out: dict[int, tuple[int, int, str]] = {}
+def tcp_rows() -> Iterator[list[str]]:
+    """The fields of every TCP socket's line in /proc/net/tcp and tcp6 (unreadable ones skipped)."""
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(path) as f:
-                next(f)
-                for line in f:
-                    parts = line.split()
-                    out[int(parts[9])] = (int(parts[1].rsplit(":", 1)[1], 16),
-                                          int(parts[2].rsplit(":", 1)[1], 16), parts[3])
-        except (OSError, IndexError, ValueError):
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            yield line.split()
+
+
+def tcp_port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1], 16)
+
+
+def _socket_ports() -> dict[int, tuple[int, int, str]]:
+    """{socket inode: (local port, remote port, state hex)} of every TCP socket."""
+    out: dict[int, tuple[int, int, str]] = {}
+    for parts in tcp_rows():
+        try:
+            out[int(parts[9])] = (tcp_port(parts[1]), tcp_port(parts[2]), parts[3])
+        except (IndexError, ValueError):
             pass
     return out
 

@@ -37,7 +37,7 @@ from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, parse_scenario
 from .loadgen import (DIRECT, MLSTREAM, PLAIN, WHOLE, Dialect, LoadGenerator, Outcomes, Request, Response,
                       RunResult, User, alternate, build_get, build_request, percentile, summarize)
 from .procs import (API_KEY, EMBEDDING_MODEL, SEED_MESSAGES, STREAM_INTERFACE, Admin, Child, Processes, ProcSample,
-                    openai_embedding_connector, register_connector, register_model)
+                    openai_embedding_connector, register_connector, register_model, tcp_port, tcp_rows)
 
 SIDES = ("direct", "mlstream")
 SETTLE_SECONDS = 15.0       # longest wait for mlstream to finish streams between trials
@@ -549,20 +549,11 @@ def _tcp_queues() -> list[tuple[int, int, int]]:
     (arrived, not yet read by the application): what the kernel holds.
     """
     out: list[tuple[int, int, int]] = []
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(path) as f:
-                next(f)
-                for line in f:
-                    parts = line.split()
-                    if parts[3] != "01":  # ESTABLISHED only (a listener's rx_queue is its accept backlog)
-                        continue
-                    lport = int(parts[1].rsplit(":", 1)[1], 16)
-                    rport = int(parts[2].rsplit(":", 1)[1], 16)
-                    tx, rx = (int(x, 16) for x in parts[4].split(":"))
-                    out.append((lport, rport, tx + rx))
-        except OSError:
-            pass
+    for parts in tcp_rows():
+        if parts[3] != "01":  # ESTABLISHED only (a listener's rx_queue is its accept backlog)
+            continue
+        tx, rx = (int(x, 16) for x in parts[4].split(":"))
+        out.append((tcp_port(parts[1]), tcp_port(parts[2]), tx + rx))
     return out
 
 
