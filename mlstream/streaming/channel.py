@@ -6,6 +6,11 @@
 
       cancel(error): flag set, a wake-up token put on both queues, upstream shut down
 
+A reader started on the writer's own thread (``reader.start_stream``) leaves the
+channel its hand-over to a worker (``defer_reader``): it runs when the writer first
+finds the channel empty, or at cancel. Until then the writer sends the first token
+with no other thread awake to take the GIL from it.
+
 Backpressure lives here: the reader needs a credit for every item, and there are
 ``capacity`` credits. With that many items unread it blocks for a credit, stops
 reading the upstream socket, and TCP pushes back on the provider.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import MLStreamError
@@ -37,10 +43,12 @@ class Channel:
             self._credits.put(True)
         self._cancelled = threading.Event()
         self._error: MLStreamError | None = None
-        # Guards _upstream and the cancel transition: attribute swaps only; the
-        # response's shutdown (a socket call) runs after it is released.
+        # Guards _upstream, _deferred and the cancel transition: attribute swaps only;
+        # the response's shutdown (a socket call) and the deferred start run after it is
+        # released.
         self._lock = threading.Lock()
         self._upstream: Any = None  # the urllib3 response being read, if any
+        self._deferred: Callable[[], None] | None = None  # see defer_reader
         self._taken: threading.Event | None = None  # set by get() while hand_over waits
 
     @property
@@ -80,11 +88,29 @@ class Channel:
         finally:
             self._taken = None
 
+    def defer_reader(self, start: Callable[[], None]) -> None:
+        """Run ``start`` (the reader's hand-over to a worker) once: when the writer would
+        first wait on an empty channel, or at cancel (the reader then finds the channel
+        cancelled and closes its response); at once if already cancelled."""
+        with self._lock:
+            if not self._cancelled.is_set():
+                self._deferred = start
+                return
+        start()
+
+    def _start_deferred(self) -> None:
+        with self._lock:
+            start, self._deferred = self._deferred, None
+        if start is not None:
+            start()
+
     def get(self, timeout: float | None = None) -> StreamItem | None:
         """The next item; None if nothing came within ``timeout`` (a heartbeat is due).
 
         After ``cancel(error)`` it returns ``Failure(error)`` at once.
         """
+        if self._deferred is not None and self._items.empty():
+            self._start_deferred()
         if not self._cancelled.is_set():
             try:
                 item = self._items.get(timeout=timeout)
@@ -142,6 +168,7 @@ class Channel:
         self._credits.put(_WAKE)
         if upstream is not None:
             _shutdown(upstream)  # outside the lock: it may block briefly on the socket
+        self._start_deferred()
 
 
 def _shutdown(response: Any) -> None:

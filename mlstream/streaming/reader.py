@@ -2,8 +2,10 @@
 
 ``start_stream`` opens the provider call on the calling thread when a pool worker
 is free (the writer has nothing to do until the first token anyway, and the
-hand-over to a worker costs a thread wake-up on the way to it), then hands the
-body to a worker; when none is free, the whole job waits in the pool, in order.
+hand-over to a worker costs a thread wake-up on the way to it), reads the first
+token too if it comes soon, then leaves the body to a worker, started when the
+writer has sent that token (``Channel.defer_reader``); when no worker is free, the
+whole job waits in the pool, in order.
 
     call.open() -> headers ---non-2xx---> Failure(provider's error)   -> writer: HTTP status
                           +---2xx------> Started, then decoded Delta..., Done | Failure
@@ -70,6 +72,12 @@ def start_stream(pool: StreamPool, channel: Channel, call: ProviderCall, decoder
     if not more:
         pool.end_lease()
         return
+    # The rest goes to a worker once the writer has sent what is here and would wait:
+    # a worker woken now would take the GIL from the writer on its way to the client.
+    channel.defer_reader(partial(_hand_over, pool, channel, relay))
+
+
+def _hand_over(pool: StreamPool, channel: Channel, relay: "BodyRelay") -> None:
     try:
         pool.hand_over(relay.run)
     except Overloaded as error:  # shutting down
@@ -123,7 +131,8 @@ class BodyRelay:
             over = self._read is None and not self._begin()
             taken = 0
             while not over and (steps is None or taken < steps):
-                over = not self._step(here)
+                # Cancelled (the client left) while this waited for a worker: read nothing more.
+                over = self._channel.cancelled or not self._step(here)
                 taken += 1
         except ProtocolError as error:
             over = self._fail(UpstreamError(f"the provider's stream is malformed: {error.reason}"), here)

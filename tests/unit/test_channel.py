@@ -431,3 +431,71 @@ def test_hand_over_on_a_cancelled_channel_is_false():
     channel = Channel(4)
     channel.cancel()
     assert not channel.hand_over(Delta("first"), HANG_GUARD, HANG_GUARD)
+
+
+# --- the deferred reader start (defer_reader) -------------------------------------------
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self.lock:
+            self.calls += 1
+
+
+def test_a_deferred_start_waits_until_the_writer_finds_the_channel_empty():
+    channel = Channel(4)
+    start = Counter()
+    channel.put(Started(200))
+    channel.put(Delta("first"))
+    channel.defer_reader(start)
+    assert channel.get(0) == Started(200)
+    assert start.calls == 0                     # items were there: no wait, no start
+    assert channel.get(0) == Delta("first")
+    assert start.calls == 0
+    assert channel.get_nowait() is None and start.calls == 0  # get_nowait never waits: no start
+    assert channel.get(0) is None               # the first wait on an empty channel starts it
+    assert start.calls == 1
+    channel.get(0)
+    channel.cancel()
+    assert start.calls == 1                     # once
+
+
+def test_a_deferred_start_runs_at_cancel_when_the_writer_never_waited():
+    channel = Channel(4)
+    start = Counter()
+    channel.defer_reader(start)
+    channel.cancel()
+    assert start.calls == 1
+    channel.get(0)
+    assert start.calls == 1
+
+
+def test_a_start_deferred_on_a_cancelled_channel_runs_at_once():
+    channel = Channel(4)
+    channel.cancel()
+    start = Counter()
+    channel.defer_reader(start)
+    assert start.calls == 1
+
+
+def test_a_cancel_racing_the_writers_first_wait_starts_the_reader_exactly_once():
+    for _ in range(300):
+        channel = Channel(2)
+        start = Counter()
+        channel.defer_reader(start)
+        barrier = threading.Barrier(2)
+
+        def writer():
+            barrier.wait(HANG_GUARD)
+            channel.get(0)
+
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        barrier.wait(HANG_GUARD)
+        channel.cancel()
+        join(thread)
+        assert start.calls == 1

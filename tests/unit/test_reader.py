@@ -598,3 +598,47 @@ def test_a_failure_read_on_the_callers_thread_with_no_room_is_put_by_the_worker(
     pool.shutdown()
     ours.close()
     theirs.close()
+
+
+def reader_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("mlstream-reader")]
+
+
+def test_the_worker_starts_only_when_the_writer_has_taken_what_was_read_for_it():
+    """Read on the writer's thread, the first token goes out with no other thread
+    awake: the worker that reads on is started by the writer's first wait."""
+    response, ours, theirs = response_over_a_socket_pair(HEAD + chunk_of(openai_chunk("first")))
+    pool = StreamPool(1, 0)
+    channel = Channel(8)
+    decoder = RecordingDecoder()
+    before = reader_threads()                               # other tests' idle pools
+    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    assert reader_threads() == before and pool.active == 1  # leased, not handed over
+    assert channel.get(HANG_GUARD) == Started(200)
+    assert channel.get(HANG_GUARD) == Delta("first")
+    assert reader_threads() == before
+    theirs.sendall(chunk_of(openai_chunk("second")))
+    assert channel.get(HANG_GUARD) == Delta("second")       # this wait handed the body over
+    assert decoder.fed_on[-1].startswith("mlstream-reader")
+    finish_and_check(pool, channel, ours, theirs)
+
+
+def test_a_stream_cancelled_before_the_writer_waited_is_closed_by_the_worker():
+    response, ours, theirs = response_over_a_socket_pair(HEAD + chunk_of(openai_chunk("first")))
+    released: list[str] = []
+    call = call_of(lambda: response)
+    finish = call.finish
+
+    def recording_finish(resp, *, reusable):
+        released.append("reused" if reusable else "closed")
+        finish(resp, reusable=reusable)
+
+    call.finish = recording_finish  # type: ignore[method-assign]
+    pool = StreamPool(1, 0)
+    channel = Channel(8)
+    start_stream(pool, channel, call, OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    assert pool.active == 1 and released == []
+    channel.cancel()                                         # the client left before a wait
+    assert pool.wait_idle(HANG_GUARD)                        # the lease ended
+    assert released == ["closed"]
+    pool.shutdown()
