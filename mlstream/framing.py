@@ -168,10 +168,41 @@ class HeadLines:
 
     def message(self) -> HTTPMessage:
         """The fields as the stdlib's header object (case-insensitive ``get``, ``get_all``)."""
-        message = HTTPMessage()
-        for name, value in self._fields:
-            message.set_raw(name, value)
-        return message
+        return IndexedMessage(self._fields)
+
+
+class IndexedMessage(HTTPMessage):
+    """The stdlib's header object, its ``get`` (and ``[]``) a dict lookup.
+
+    email's ``get`` walks every field, lowercasing each name, and a request asks
+    for a dozen headers on its way through. The first value of each name is kept, as
+    ``get`` returns; any change to the fields (``set_raw``, ``del``, ...) drops the
+    index and ``get`` falls back to the walk. The values are latin-1 text (no
+    surrogates), which email's compat32 policy would return unchanged.
+    """
+
+    def __init__(self, fields: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self._headers = list(fields)
+        first: dict[str, str] = {}
+        for name, value in fields:
+            first.setdefault(name.lower(), value)
+        self._first: dict[str, str] | None = first
+        self._indexed = len(fields)
+
+    def get(self, name: str, failobj: Any = None) -> Any:  # type: ignore[override]
+        if self._first is not None and len(self._headers) == self._indexed:
+            return self._first.get(name.lower(), failobj)
+        return super().get(name, failobj)
+
+    # The changes that can leave the count as it was (a del then a set, a replace).
+    def __delitem__(self, name: str) -> None:
+        self._first = None
+        super().__delitem__(name)
+
+    def replace_header(self, _name: str, _value: Any) -> None:
+        self._first = None
+        super().replace_header(_name, _value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,6 +223,22 @@ def head_of(*lines: bytes):
     raise AssertionError("the head did not end")
 
 
+@pytest.mark.parametrize("change, name, expected", [
+    pytest.param(lambda m: None, "x-twice", "1", id="first-of-two"),
+    pytest.param(lambda m: None, "X-ABSENT", None, id="absent"),
+    pytest.param(lambda m: m.set_raw("X-New", "n"), "x-new", "n", id="set-raw"),
+    pytest.param(lambda m: m.__setitem__("X-New", "n"), "X-New", "n", id="set"),
+    pytest.param(lambda m: (m.__delitem__("Host"), m.__setitem__("Host", "b")), "host", "b", id="del-then-set"),
+    pytest.param(lambda m: m.replace_header("Host", "c"), "Host", "c", id="replace"),
+    pytest.param(lambda m: m.__delitem__("X-Twice"), "x-twice", None, id="del-both"),
+])
+def test_the_indexed_get_follows_every_change_to_the_fields(change, name, expected):
+    headers = head_of(b"Host: a\r\n", b"X-Twice: 1\r\n", b"X-Twice: 2\r\n", b"\r\n")
+    change(headers)
+    assert headers.get(name) == expected
+    assert (headers[name] if expected is not None else headers.get(name, "dflt")) == (expected or "dflt")
+
+
 def test_a_head_is_read_into_the_stdlib_header_object():
     headers = head_of(b"Host: a\r\n", b"content-length:  5 \r\n", b"X-Twice: 1\r\n", b"X-Twice: 2\r\n", b"\r\n")
     assert headers.get("Content-Length") == "5" and headers.get("host") == "a"

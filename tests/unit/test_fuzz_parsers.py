@@ -17,6 +17,7 @@ import json
 import math
 import struct
 import zlib
+from http.client import HTTPMessage
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -655,3 +656,11 @@ def test_head_lines_give_fields_or_raise_ours(lines):
         return
     for name, value in head.message().items():
         assert name and "\r" not in value and "\n" not in value and "\0" not in value
+    # The indexed get answers what email's own walk over the same fields answers.
+    message = head.message()
+    plain = HTTPMessage()
+    for name, value in message.items():
+        plain.set_raw(name, value)
+    for name in {name for name, _ in message.items()} | {"content-length", "X-Absent"}:
+        for asked in (name, name.upper(), name.lower()):
+            assert message.get(asked) == plain.get(asked)
