@@ -78,6 +78,14 @@ class Store(ABC):
         Lets a server pick up API keys created by ``mlstream keys`` without polling.
         """
 
+    @contextmanager
+    def one_counter_reading(self) -> Iterator[None]:
+        """Within this block the calling thread reads the change counter at most once
+        (for a store where a reading costs a query): a request sees the store as it
+        was when it first asked, whichever caches it goes through. A write by the
+        thread makes the next reading fresh."""
+        yield
+
     @abstractmethod
     def take_token(self, key: str, capacity: float, per_second: float) -> float:
         """Take a token from the rate-limit bucket ``key`` (created full) for every process
@@ -117,6 +125,8 @@ class SQLiteStore(Store):
         # Guards the read connection. WAL readers never wait for a writer, so under it
         # runs one short read (a page-cache lookup, or the in-memory change counter).
         self._read_lock = threading.Lock()
+        # Each thread's change counter inside one_counter_reading (active, value).
+        self._pinned = threading.local()
         try:
             self._db = self._connect()
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -165,6 +175,7 @@ class SQLiteStore(Store):
             if outermost:
                 self._owner = None
                 self._execute("COMMIT")
+                self._pinned.value = None  # this thread's next reading sees its own write
 
     def get(self, kind: str, record_id: str) -> Record | None:
         rows = self._read(f"SELECT id, doc, secret FROM {_table(kind)} WHERE id = ?", (record_id,))
@@ -197,6 +208,23 @@ class SQLiteStore(Store):
                         (key, json.dumps(value)))
 
     def change_counter(self) -> int:
+        pinned = self._pinned
+        if not getattr(pinned, "active", False):
+            return self._read_counter()
+        if pinned.value is None:
+            pinned.value = self._read_counter()
+        return pinned.value
+
+    @contextmanager
+    def one_counter_reading(self) -> Iterator[None]:
+        pinned = self._pinned
+        pinned.active, pinned.value = True, None
+        try:
+            yield
+        finally:
+            pinned.active, pinned.value = False, None
+
+    def _read_counter(self) -> int:
         rows = self._read("PRAGMA data_version")
         return int(rows[0][0]) if rows else 0
 

@@ -187,6 +187,7 @@ class MLStreamServer(ThreadingHTTPServer):
         self.front = self
         self.settings, self.router, self.authenticator = app.settings, app.router, app.authenticator
         self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
+        self.store = app.store
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         # Workers each listen on the port their supervisor holds; the kernel spreads connections.

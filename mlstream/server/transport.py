@@ -35,6 +35,7 @@ from ..logs import AccessRecord
 from ..metrics import Metrics
 from ..providers.events import Failure
 from ..settings import ServerSettings
+from ..store import Store
 from ..streaming.channel import Channel
 from . import openai_responses, responses
 from .routing import ML_COMMONS, OPENAI, Reply, Request, Router, StreamReply
@@ -80,6 +81,7 @@ class Front(Protocol):
     draining: threading.Event
     deadlines: Timer
     hangups: Watcher
+    store: Store
 
 
 class HTTPRequestHandler(BaseHTTPRequestHandler):
@@ -155,6 +157,11 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     def do_OPTIONS(self) -> None: self._dispatch()
 
     def _dispatch(self) -> None:
+        # One change-counter reading serves every cache the request looks in.
+        with self.front.store.one_counter_reading():
+            self._handle()
+
+    def _handle(self) -> None:
         started = time.monotonic()
         front = self.front
         self._body_read = False

@@ -192,3 +192,31 @@ def test_an_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="unreachable") as caught:
         PostgresStore(url)
     assert caught.value.http_status == 503
+
+
+def test_a_request_reads_the_sqlite_change_counter_once(tmp_path: Path) -> None:
+    """Inside one_counter_reading a thread reads the counter once (a request sees the
+    store as of its first look); its own write, the block's end, and other threads
+    read afresh."""
+    from mlstream.store import SQLiteStore
+
+    mine, theirs = SQLiteStore(tmp_path), SQLiteStore(tmp_path)
+    try:
+        with mine.one_counter_reading():
+            pinned = mine.change_counter()
+            theirs.put("apikey", Record("a", {"role": "user"}, "h1"))   # another process writes
+            assert mine.change_counter() == pinned
+            seen_elsewhere: list[int] = []
+            other = threading.Thread(target=lambda: seen_elsewhere.append(mine.change_counter()))
+            other.start()
+            other.join(HANG_GUARD)
+            assert seen_elsewhere and seen_elsewhere[0] != pinned     # not pinned on that thread
+            mine.put("apikey", Record("b", {"role": "user"}, "h2"))    # this thread writes
+            after_write = mine.change_counter()
+            assert after_write != pinned
+            theirs.put("apikey", Record("c", {"role": "user"}, "h3"))
+            assert mine.change_counter() == after_write
+        assert mine.change_counter() != after_write                   # the block is over
+    finally:
+        mine.close()
+        theirs.close()
