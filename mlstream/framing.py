@@ -27,8 +27,9 @@ cannot be trusted again, which the transport handles.
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
-import uuid
 import zlib
 from dataclasses import dataclass
 from http.client import HTTPMessage
@@ -60,6 +61,11 @@ MAX_JSON_DEPTH = 100
 MAX_REQUEST_ID = 128
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]+")
+# Fresh request ids: 128 bits from a generator seeded from the OS once (again in a
+# forked child). Not uuid4: its os.urandom lets go of the GIL at the start of every
+# request, and then waits to take it back behind whichever thread took it.
+_IDS = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _IDS.seed(os.urandom(32)))
 # RFC 9110 §5.6.2: a field name (and a method) is a token.
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # RFC 9112 §2.3: HTTP-version = "HTTP/" DIGIT "." DIGIT
@@ -172,7 +178,7 @@ class HeadLines:
 
 
 class IndexedMessage(HTTPMessage):
-    """The stdlib's header object, its ``get`` (and ``[]``) a dict lookup.
+    """The stdlib's header object, its ``get`` (and ``[]``) a dict lookup, ``items`` a copy.
 
     email's ``get`` walks every field, lowercasing each name, and a request asks
     for a dozen headers on its way through. The first value of each name is kept, as
@@ -194,6 +200,13 @@ class IndexedMessage(HTTPMessage):
         if self._first is not None and len(self._headers) == self._indexed:
             return self._first.get(name.lower(), failobj)
         return super().get(name, failobj)
+
+    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]
+        # urllib3 copies a provider answer's head through items(); email's runs each
+        # value through its policy, which returns our (surrogate-free) values unchanged.
+        if self._first is not None and len(self._headers) == self._indexed:
+            return list(self._headers)
+        return super().items()
 
     # The changes that can leave the count as it was (a del then a set, a replace).
     def __delitem__(self, name: str) -> None:
@@ -355,7 +368,7 @@ def request_id(presented: str | None) -> str:
     """The client's X-Request-Id if it is a sane token, else a fresh one."""
     if presented and len(presented) <= MAX_REQUEST_ID and _REQUEST_ID.fullmatch(presented):
         return presented
-    return uuid.uuid4().hex
+    return f"{_IDS.getrandbits(128):032x}"
 
 
 def check_content_type(content_type: str | None, has_body: bool) -> None:

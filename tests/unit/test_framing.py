@@ -8,6 +8,7 @@ body (a pipelined next request) was consumed.
 from __future__ import annotations
 
 import io
+from http.client import HTTPMessage
 
 import pytest
 from hypothesis import given, settings
@@ -236,6 +237,10 @@ def test_the_indexed_get_follows_every_change_to_the_fields(change, name, expect
     headers = head_of(b"Host: a\r\n", b"X-Twice: 1\r\n", b"X-Twice: 2\r\n", b"\r\n")
     change(headers)
     assert headers.get(name) == expected
+    plain = HTTPMessage()
+    for field, value in headers._headers:
+        plain.set_raw(field, value)
+    assert headers.items() == plain.items()
     assert (headers[name] if expected is not None else headers.get(name, "dflt")) == (expected or "dflt")
 
 
@@ -296,3 +301,20 @@ def test_more_than_the_most_head_lines_is_too_large():
         assert not head.give(b"X-%d: v\r\n" % i)
     with pytest.raises(HeadersTooLarge):
         head.give(b"X-last: v\r\n")
+
+
+def test_fresh_request_ids_do_not_repeat_and_differ_in_a_forked_child() -> None:
+    import os
+
+    ids = {request_id(None) for _ in range(10_000)}
+    assert len(ids) == 10_000
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id, then out at once
+        os.write(write, request_id(None).encode())
+        os._exit(0)
+    os.close(write)
+    child_id = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert len(child_id) == 32 and child_id != request_id(None) and child_id not in ids

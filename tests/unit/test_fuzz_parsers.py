@@ -664,3 +664,4 @@ def test_head_lines_give_fields_or_raise_ours(lines):
     for name in {name for name, _ in message.items()} | {"content-length", "X-Absent"}:
         for asked in (name, name.upper(), name.lower()):
             assert message.get(asked) == plain.get(asked)
+    assert message.items() == plain.items()
