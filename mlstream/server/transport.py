@@ -84,6 +84,9 @@ class Front(Protocol):
     store: Store
 
 
+_date: tuple[int, str] = (0, "")  # (second, its Date header value)
+
+
 class HTTPRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # How this request asked its replies to be written; PLAIN unless it asked.
@@ -298,6 +301,17 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path if self.command else ""
         self._front_name = self.front.router.front_of("/" + path.lstrip("/")) if path else ML_COMMONS
         self._write_reply(self._error_reply(error))
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The Date header, formatted once a second rather than for every reply."""
+        global _date
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        second = int(time.time())
+        cached = _date  # one tuple, swapped whole: no lock needed
+        if cached[0] != second:
+            cached = _date = (second, super().date_time_string(second))
+        return cached[1]
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s %s", self.address_string(), format % args)
