@@ -33,6 +33,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from http.client import HTTPMessage
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import (BadRequest, HeadersTooLarge, NotImplementedCoding, PayloadTooLarge, TrailersTooLarge,
@@ -82,6 +83,62 @@ _ZLIB_WBITS = 15
 _RAW_DEFLATE_WBITS = -15
 # Compressed members in one gzip body; real clients send one.
 MAX_GZIP_MEMBERS = 16
+
+
+# What a request target may not hold (as http.client refuses): controls, space, DEL.
+_TARGET_REFUSED = re.compile(r"[\x00-\x20\x7f]")
+# What a field value may not hold on the way out: CR, LF, NUL (no obs-fold either).
+_VALUE_REFUSED = re.compile(r"[\r\n\x00]")
+_FRAMING_FIELDS = frozenset({"content-length", "transfer-encoding"})
+
+
+def host_field(host: str, port: int, default_port: int) -> str:
+    """The Host field for ``host``:``port`` (RFC 9112 §3.2): an IPv6 address in
+    brackets, the port left out when it is the scheme's default."""
+    name = f"[{host}]" if ":" in host else host
+    return name if port == default_port else f"{name}:{port}"
+
+
+def request_head(method: str, target: str, host: str, fields: Mapping[str, str], body_length: int,
+                 user_agent: str) -> bytes:
+    """An HTTP/1.1 request head, as http.client would write it for a bytes body.
+
+    The request line; ``Host`` unless ``fields`` has one; the fields in order, but
+    for their own framing (``Content-Length``, ``Transfer-Encoding``: the body is sent
+    whole, so its length is the one framing); ``Content-Length`` for a body (or a
+    POST, PUT, PATCH); then ``User-Agent`` and ``Accept-Encoding: identity`` unless
+    given. A method or field
+    name that is not a token, a target with a control character or space, or a
+    value with CR, LF or NUL (a parameter smuggling a header line), or not latin-1,
+    is refused, naming the field and never its value (it may be a credential).
+    """
+    if not _TOKEN.fullmatch(method.encode("latin-1", "replace")):
+        raise BadRequest(f"the provider request's method [{method}] is not an HTTP token")
+    if not target or _TARGET_REFUSED.search(target):
+        raise BadRequest("the provider request's path holds a space or a control character")
+    lines = [f"{method} {target} HTTP/1.1"]
+    given = {name.lower() for name in fields}
+    if "host" not in given:
+        lines.append(f"Host: {host}")
+    for name, value in fields.items():
+        if name.lower() in _FRAMING_FIELDS:
+            continue
+        if not _TOKEN.fullmatch(name.encode("latin-1", "replace")):
+            raise BadRequest(f"the provider request's header name [{name}] is not an HTTP token")
+        if _VALUE_REFUSED.search(value):
+            raise BadRequest(f"the provider request's header [{name}] holds a line break or NUL")
+        lines.append(f"{name}: {value}")
+    if body_length or method in ("POST", "PUT", "PATCH"):
+        lines.append(f"Content-Length: {body_length}")
+    if "user-agent" not in given:
+        lines.append(f"User-Agent: {user_agent}")
+    if "accept-encoding" not in given:
+        lines.append("Accept-Encoding: identity")
+    lines.append("\r\n")
+    try:
+        return "\r\n".join(lines).encode("latin-1")
+    except UnicodeEncodeError:
+        raise BadRequest("the provider request's target or a header is not latin-1 text") from None
 
 
 @dataclass(frozen=True, slots=True)

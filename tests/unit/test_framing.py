@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from mlstream.errors import (BadRequest, HeadersTooLarge, MLStreamError, NotImplementedCoding, PayloadTooLarge,
                              TrailersTooLarge, UnsupportedMediaType, VersionNotSupported)
-from mlstream.framing import (MAX_HEAD_BYTES, MAX_HEAD_LINE, MAX_HEAD_LINES, MAX_JSON_DEPTH, MAX_TRAILER_LINES, ChunkedDecoder,
+from mlstream.framing import (host_field, request_head, MAX_HEAD_BYTES, MAX_HEAD_LINE, MAX_HEAD_LINES, MAX_JSON_DEPTH, MAX_TRAILER_LINES, ChunkedDecoder,
                               Framing, HeadLines, RequestLine, body_framing, check_content_type, chunked_ok,
                               declares_body, parse_json_body, parse_request_line, request_id)
 
@@ -318,3 +318,67 @@ def test_fresh_request_ids_do_not_repeat_and_differ_in_a_forked_child() -> None:
     os.close(read)
     os.waitpid(pid, 0)
     assert len(child_id) == 32 and child_id != request_id(None) and child_id not in ids
+
+
+# --- the provider request head (request_head, host_field) ------------------------------
+
+
+@pytest.mark.parametrize("host, port, default, expected", [
+    ("api.openai.com", 443, 443, "api.openai.com"),
+    ("127.0.0.1", 8080, 80, "127.0.0.1:8080"),
+    ("::1", 8080, 80, "[::1]:8080"),
+    ("::1", 80, 80, "[::1]"),
+    ("xn--bcher-kva.de", 443, 443, "xn--bcher-kva.de"),
+])
+def test_host_field(host, port, default, expected) -> None:
+    assert host_field(host, port, default) == expected
+
+
+def head_fields(head: bytes) -> tuple[str, list[tuple[str, str]]]:
+    lines = head.decode("latin-1").split("\r\n")
+    assert head.endswith(b"\r\n\r\n") and lines[-2:] == ["", ""]
+    return lines[0], [tuple(line.split(": ", 1)) for line in lines[1:-2]]  # type: ignore[misc]
+
+
+def test_a_request_head_as_http_client_would_write_it() -> None:
+    line, fields = head_fields(request_head("POST", "/v1/chat/completions?x=1", "h:1",
+                                            {"Authorization": "Bearer k", "Content-Type": "application/json"},
+                                            42, "mlstream/9"))
+    assert line == "POST /v1/chat/completions?x=1 HTTP/1.1"
+    assert fields == [("Host", "h:1"), ("Authorization", "Bearer k"), ("Content-Type", "application/json"),
+                      ("Content-Length", "42"), ("User-Agent", "mlstream/9"), ("Accept-Encoding", "identity")]
+
+
+@pytest.mark.parametrize("method, length, given, expected", [
+    pytest.param("GET", 0, {}, None, id="get-no-body"),
+    pytest.param("POST", 0, {}, "0", id="post-empty"),
+    pytest.param("POST", 7, {"content-length": "999"}, "7", id="a-wrong-length-is-replaced"),
+    pytest.param("POST", 7, {"Transfer-Encoding": "chunked"}, "7", id="chunked-dropped"),
+])
+def test_the_body_is_framed_by_its_own_length_only(method, length, given, expected) -> None:
+    _, fields = head_fields(request_head(method, "/", "h", given, length, "ua"))
+    framing = [(name, value) for name, value in fields if name.lower() in ("content-length", "transfer-encoding")]
+    assert framing == ([] if expected is None else [("Content-Length", expected)])
+
+
+def test_given_host_user_agent_and_accept_encoding_are_kept_not_doubled() -> None:
+    _, fields = head_fields(request_head("POST", "/", "computed", {"host": "signed.example", "User-Agent": "me",
+                                                                  "Accept-Encoding": "gzip"}, 1, "ua"))
+    assert fields == [("host", "signed.example"), ("User-Agent", "me"), ("Accept-Encoding", "gzip"),
+                      ("Content-Length", "1")]
+
+
+@pytest.mark.parametrize("method, target, fields, words", [
+    pytest.param("PO ST", "/", {}, "method", id="method-not-token"),
+    pytest.param("POST", "/a b", {}, "path", id="space-in-target"),
+    pytest.param("POST", "/a\r\nX-Evil: 1", {}, "path", id="crlf-in-target"),
+    pytest.param("POST", "", {}, "path", id="empty-target"),
+    pytest.param("POST", "/", {"X-Bad Name": "v"}, "header name", id="name-not-token"),
+    pytest.param("POST", "/", {"X-Api-Key": "secret\r\nX-Evil: 1"}, r"header \[X-Api-Key\]", id="crlf-in-value"),
+    pytest.param("POST", "/", {"X-Api-Key": "secret\x00"}, "NUL", id="nul-in-value"),
+    pytest.param("POST", "/", {"X-Api-Key": "sécret€"}, "latin-1", id="not-latin-1"),
+])
+def test_a_request_head_that_would_smuggle_or_break_is_refused_naming_no_value(method, target, fields, words) -> None:
+    with pytest.raises(BadRequest, match=words) as caught:
+        request_head(method, target, "h", fields, 0, "ua")
+    assert "secret" not in str(caught.value) and "sécret" not in str(caught.value)

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import pytest
+from urllib3.connectionpool import HTTPConnectionPool
 
 from mlstream.errors import UpstreamError
-from mlstream.upstream import MAX_POOLS, GuardedHTTPSConnectionPool, OneWriteHTTPConnectionPool, UpstreamClient
+from mlstream.upstream import MAX_POOLS, GuardedHTTPSConnectionPool, UpstreamClient
 
 
 def test_one_pool_per_origin_limit_and_private_rule() -> None:
@@ -17,7 +18,7 @@ def test_one_pool_per_origin_limit_and_private_rule() -> None:
     assert client._route("https://api.example.com:443/v1/completions", 30, False)[0] is pool  # same origin
     assert client._route("https://api.example.com/v1/chat/completions", 10, False)[0] is not pool
     private, _ = client._route("http://127.0.0.1:8000/v1/chat/completions", 30, True)
-    assert isinstance(private, OneWriteHTTPConnectionPool) and (private.host, private.port) == ("127.0.0.1", 8000)
+    assert type(private) is HTTPConnectionPool and (private.host, private.port) == ("127.0.0.1", 8000)
     client.close()
 
 
