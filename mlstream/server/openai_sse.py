@@ -2,7 +2,8 @@
 
     relay (an OpenAI-interface model)     each provider chunk as it came, then ``data: [DONE]``
     translated (Converse, Anthropic,      a role delta first, content deltas (reasoning as
-      Gemini, SageMaker chat)             ``reasoning_content``), each tool call as two deltas (index, id, type, name; then its arguments),
+      Gemini, SageMaker chat)             ``reasoning_content``), each tool call as two deltas
+                                          (index, id, type, name; then its arguments),
                                           a finish_reason chunk, the usage chunk when
                                           ``stream_options.include_usage``, then ``data: [DONE]``
 
