@@ -7,7 +7,7 @@ SageMaker TGI / LMI chat schema. Pure: dicts in, dicts out, refusals as InvalidF
     gemini_request / gemini_body            -> generateContent fields (contents, systemInstruction,
                                             generationConfig, tools, toolConfig)
     chat_completion_from_gemini             a GenerateContentResponse -> chat.completion
-    sagemaker_chat_body                     -> the containers' OpenAI-style ``messages`` payload
+    sagemaker_chat_fields / _body           -> the containers' OpenAI-style ``messages`` payload
     chat_completion_from_sagemaker          a container's chat answer -> chat.completion
 
 Each refusal names the field in ``param`` (README, "Use it from OpenAI clients").
@@ -248,24 +248,28 @@ _PROMPT_PARAMETERS = {"max_new_tokens": "max_tokens", "temperature": "temperatur
                       "presence_penalty": "presence_penalty"}
 
 
-def sagemaker_chat_body(rendered: Mapping[str, Any], body: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
-    """The chat completions payload both containers take on ``/invocations`` (TGI's Messages
-    API, LMI's chat schema): the connector's rendered body without its prompt fields
-    (``inputs``, ``parameters``), the generation parameters it had as defaults, then every
-    client field but ``model`` and ``stream`` (``max_completion_tokens`` as ``max_tokens``,
-    which both containers know). ``stream_options`` only when streaming."""
+def sagemaker_chat_fields(body: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
+    """The client's fields for a container's chat schema (TGI's Messages API, LMI's chat
+    schema): every field but ``model`` and ``stream``, ``max_completion_tokens`` as
+    ``max_tokens`` (which both containers know), ``stream_options`` only when streaming."""
     check_messages(body)
+    fields = {name: value for name, value in body.items() if name not in CONNECTOR_OWNED}
+    if "max_completion_tokens" in fields:
+        fields["max_tokens"] = fields.pop("max_completion_tokens")
+    if not stream:
+        fields.pop("stream_options", None)
+    return fields
+
+
+def sagemaker_chat_body(rendered: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The payload both containers take on ``/invocations`` for a chat: the connector's
+    rendered body without its prompt fields (``inputs``, ``parameters``), the generation
+    parameters it had as defaults under OpenAI's names, then the client's ``fields``."""
     parameters = rendered.get("parameters")
     defaults = {openai_name: parameters[name] for name, openai_name in _PROMPT_PARAMETERS.items()
                 if isinstance(parameters, dict) and parameters.get(name) is not None}
     payload = {name: value for name, value in rendered.items() if name not in ("inputs", "parameters")}
-    payload.update(defaults)
-    payload.update((name, value) for name, value in body.items() if name not in CONNECTOR_OWNED)
-    if "max_completion_tokens" in payload:
-        payload["max_tokens"] = payload.pop("max_completion_tokens")
-    if not stream:
-        payload.pop("stream_options", None)
-    return payload
+    return {**payload, **defaults, **fields}
 
 
 def chat_completion_from_sagemaker(answer: Any, *, completion_id: str, created: int, model: str) -> dict[str, Any]:

@@ -112,8 +112,12 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
             return StreamReply(predictor.open_prepared_stream(prepared, relay=True), events)
         translation = _translation(dialect, body, stream) if chat else None
         if translation is not None:
-            reshape, answer_of, container_chat = translation
-            prepared = predictor.prepare_request(model, {"inputs": openai_wire.last_user_text(body)}, reshape,
+            fields, reshape, answer_of, container_chat = translation
+            # The template renders with the translated fields as parameters too (ml-commons'
+            # Gemini blueprint is {"contents": ${parameters.contents}}), and the last user text
+            # as ${parameters.inputs}; then the fields are set on what it rendered.
+            parameters = {**fields, "inputs": openai_wire.last_user_text(body)}
+            prepared = predictor.prepare_request(model, parameters, lambda rendered: reshape(rendered, fields),
                                                  req.request_id)
             completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
             if not stream:
@@ -164,26 +168,25 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
         return Reply(200, openai_wire.model_entry(*deployed(unquote(req.params["model"]), by_id=True)))
 
 
-Reshape = Callable[[dict[str, Any]], dict[str, Any]]
+Fields = dict[str, Any]
+Translation = tuple[Fields, Callable[[Fields, Fields], Fields], Callable[..., Fields], bool]
 
 
-def _translation(dialect: Dialect, body: dict[str, Any], stream: bool) -> tuple[Reshape, Callable[..., Any], bool] | None:
-    """For a chat request to a translated interface: how the rendered body becomes the
-    provider's request, how its answer becomes chat.completion, and whether its stream is a
-    SageMaker container's chat stream. None for an interface the front does not translate."""
+def _translation(dialect: Dialect, body: Fields, stream: bool) -> Translation | None:
+    """For a chat request to a translated interface: the request's fields in the provider's
+    API, how they are set on the rendered body, how the answer becomes chat.completion, and
+    whether the stream is a SageMaker container's chat stream. None for an interface the
+    front does not translate."""
     if isinstance(dialect, BedrockConverseDialect):
-        converse = openai_wire.converse_request(body)
-        return (lambda rendered: openai_wire.converse_body(rendered, converse),
+        return (openai_wire.converse_request(body), openai_wire.converse_body,
                 openai_wire.chat_completion_from_converse, False)
     if isinstance(dialect, AnthropicMessagesDialect):
-        messages = openai_dialects.anthropic_request(body)
-        return (lambda rendered: openai_dialects.anthropic_body(rendered, messages),
+        return (openai_dialects.anthropic_request(body), openai_dialects.anthropic_body,
                 openai_dialects.chat_completion_from_anthropic, False)
     if isinstance(dialect, GeminiDialect):
-        content = openai_dialects.gemini_request(body, stream=stream)
-        return (lambda rendered: openai_dialects.gemini_body(rendered, content),
+        return (openai_dialects.gemini_request(body, stream=stream), openai_dialects.gemini_body,
                 openai_dialects.chat_completion_from_gemini, False)
     if isinstance(dialect, SageMakerDialect):
-        return (lambda rendered: openai_dialects.sagemaker_chat_body(rendered, body, stream=stream),
+        return (openai_dialects.sagemaker_chat_fields(body, stream=stream), openai_dialects.sagemaker_chat_body,
                 openai_dialects.chat_completion_from_sagemaker, True)
     return None

@@ -220,6 +220,17 @@ def test_gemini_chat_translates_the_request_and_the_answer(server, client, gemin
     assert body["fake"] == {"tool_use": TOOL}
 
 
+def test_gemini_ml_commons_blueprint_renders_with_the_translated_contents(server, client, gemini_fake):
+    """ml-commons' Gemini chat blueprint: {"contents": ${parameters.contents}}."""
+    connector = fake_gemini.connector(gemini_fake.url, gemini_fake.api_key)
+    connector["actions"][0]["request_body"] = '{ "contents": ${parameters.contents} }'
+    model(client, connector, "gemini-blueprint")
+    answer = sdk(server).chat.completions.create(model="gemini-blueprint", messages=CONVERSATION[:2] + [
+        {"role": "assistant", "content": "A cat."}, {"role": "user", "content": "Sure?"}])
+    assert answer.choices[0].message.content == DEFAULT_TEXT
+    assert [c["role"] for c in gemini_fake.stats.requests[-1].body["contents"]] == ["user", "model", "user"]
+
+
 def test_gemini_stream_text_tool_call_usage_and_reasoning_apart(server, client, gemini_fake):
     gemini_model(client, gemini_fake, tool_use=TOOL, chunks=4, reasoning="Let me think")
     text, final = stream_all("gemini", server, tools=[WEATHER_TOOL], stream_options={"include_usage": True})

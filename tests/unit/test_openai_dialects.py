@@ -218,7 +218,8 @@ def test_chat_completion_from_gemini():
      {"messages": USER, "tools": [FUNCTION]}),
 ])
 def test_sagemaker_chat_body(rendered, body, stream, expected):
-    assert dialects.sagemaker_chat_body(rendered, body, stream=stream) == expected
+    fields = dialects.sagemaker_chat_fields(body, stream=stream)
+    assert dialects.sagemaker_chat_body(rendered, fields) == expected
 
 
 def test_chat_completion_from_sagemaker():
