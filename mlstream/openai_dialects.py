@@ -26,6 +26,7 @@ from .openai_wire import (
     Text,
     ToolResult,
     ToolUse,
+    body_with_fields,
     chat_completion,
     check_messages,
     completion_choice,
@@ -170,11 +171,7 @@ def gemini_request(body: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
 def gemini_body(rendered: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
     """The connector's rendered body with the translated fields set on it; the client's
     ``generationConfig`` values over the connector's."""
-    config = {**(rendered.get("generationConfig") or {}), **fields.get("generationConfig", {})}
-    body = {**rendered, **fields}
-    if config:
-        body["generationConfig"] = config
-    return body
+    return body_with_fields(rendered, fields, "generationConfig")
 
 
 def _gemini_response_format(response_format: Any) -> dict[str, Any]:
@@ -196,10 +193,7 @@ def _gemini_part(part: Part) -> dict[str, Any]:
     if isinstance(part, Text):
         return {"text": part.text}
     if isinstance(part, Image):
-        if part.data is None:
-            raise InvalidField(f"{part.where}: images must be data URLs (data:image/png;base64,...) for Gemini "
-                               "models: Gemini does not fetch URLs", param=f"{part.where}.content")
-        return {"inlineData": {"mimeType": part.media_type, "data": part.data}}
+        return {"inlineData": {"mimeType": part.media_type, "data": part.inline_data(GEMINI)}}
     if isinstance(part, ToolUse):
         return {"functionCall": {"name": part.name, "args": part.arguments}}
     if not isinstance(part, ToolResult) or part.name is None:

@@ -211,10 +211,16 @@ def converse_request(body: Mapping[str, Any]) -> dict[str, Any]:
 def converse_body(rendered: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
     """The connector's rendered Converse body with the translated fields set on it; the
     client's ``inferenceConfig`` values over the connector's."""
-    inference = {**(rendered.get("inferenceConfig") or {}), **fields.get("inferenceConfig", {})}
+    return body_with_fields(rendered, fields, "inferenceConfig")
+
+
+def body_with_fields(rendered: Mapping[str, Any], fields: Mapping[str, Any], config: str) -> dict[str, Any]:
+    """``fields`` set on the rendered body; of the object named ``config`` (sampling
+    settings), each field the client set over the connector's, the others kept."""
+    merged = {**(rendered.get(config) or {}), **fields.get(config, {})}
     body = {**rendered, **fields}
-    if inference:
-        body["inferenceConfig"] = inference
+    if merged:
+        body[config] = merged
     return body
 
 
@@ -222,10 +228,8 @@ def _converse_block(part: Part) -> dict[str, Any]:
     if isinstance(part, Text):
         return {"text": part.text}
     if isinstance(part, Image):
-        if part.data is None:
-            raise InvalidField(f"{part.where}: images must be data URLs (data:image/png;base64,...) of png, jpeg, "
-                               "gif or webp: Converse does not fetch URLs", param=f"{part.where}.content")
-        return {"image": {"format": part.media_type.removeprefix("image/"), "source": {"bytes": part.data}}}
+        return {"image": {"format": part.media_type.removeprefix("image/"),
+                          "source": {"bytes": part.inline_data("Converse")}}}
     if isinstance(part, ToolUse):
         return {"toolUse": {"toolUseId": part.call_id, "name": part.name, "input": part.arguments}}
     return {"toolResult": {"toolUseId": part.call_id, "content": [{"text": text} for text in part.texts]}}
@@ -259,6 +263,13 @@ class Image:
     data: str | None
     url: str | None
     where: str  # the message it came from, for a refusal's param
+
+    def inline_data(self, provider: str) -> str:
+        """The image's base64 data, for a provider that fetches no URL."""
+        if self.data is None:
+            raise InvalidField(f"{self.where}: images must be data URLs (data:image/png;base64,...) of png, jpeg, "
+                               f"gif or webp: {provider} does not fetch URLs", param=f"{self.where}.content")
+        return self.data
 
 
 @dataclass(frozen=True, slots=True)

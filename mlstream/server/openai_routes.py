@@ -36,8 +36,8 @@ from ..providers import Dialect, dialect_for
 from ..providers.anthropic import AnthropicMessagesDialect
 from ..providers.bedrock import BedrockConverseDialect
 from ..providers.gemini import GeminiDialect
-from ..providers.sagemaker import SageMakerDialect
 from ..providers.openai import OPENAI_CHAT, OPENAI_COMPLETIONS
+from ..providers.sagemaker import SageMakerDialect
 from ..registry import Registry, ResolvedModel
 from .openai_sse import OpenAIChatEvents
 from .routing import OPENAI, Reply, Request, Router, StreamReply
