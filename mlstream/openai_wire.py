@@ -217,7 +217,8 @@ def converse_body(rendered: Mapping[str, Any], fields: Mapping[str, Any]) -> dic
 def body_with_fields(rendered: Mapping[str, Any], fields: Mapping[str, Any], config: str) -> dict[str, Any]:
     """``fields`` set on the rendered body; of the object named ``config`` (sampling
     settings), each field the client set over the connector's, the others kept."""
-    merged = {**(rendered.get(config) or {}), **fields.get(config, {})}
+    given = rendered.get(config)
+    merged = {**(given if isinstance(given, dict) else {}), **fields.get(config, {})}
     body = {**rendered, **fields}
     if merged:
         body[config] = merged
