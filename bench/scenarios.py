@@ -1451,17 +1451,7 @@ def provider_relay(env: Env) -> dict[str, Any]:
     for bench in provider_benches():
         fake = env.procs.start_fake(f"fake-{bench.name}", bench.module, bench.args)
         try:
-            connector = bench.connector(fake.url, knobs)
-            connector["client_config"] = {"max_connection": cfg.provider_concurrency}
-            model_id = register_connector(env.admin, connector, f"bench {bench.name}")
-            path, body, headers = bench.direct(fake.address, knobs)
-            pair = Pair(bench.name, {
-                "direct": build_request(fake.address, path, body, dialect=bench.dialect, stream=True,
-                                        headers=headers, label="direct"),
-                "mlstream": build_request(env.mlstream.address, f"/_plugins/_ml/models/{model_id}/_predict/stream",
-                                          {"parameters": {"inputs": BENCH_PROMPT, "_llm_interface": bench.interface}},
-                                          dialect=MLSTREAM, stream=True, label="mlstream"),
-            }, {"direct": fake.address, "mlstream": env.mlstream.address}, model_id)
+            pair = _provider_pair(env, bench, fake, knobs)
             preflight(env, pair, cfg.provider_chunks)
             out[bench.name] = {"interface": bench.interface,
                                **_relay_level(env, pair, cfg.provider_concurrency, fake)}
@@ -1470,6 +1460,22 @@ def provider_relay(env: Env) -> dict[str, Any]:
     return {"chunks_per_stream": cfg.provider_chunks, "concurrency": cfg.provider_concurrency, "providers": out,
             "note": "each provider against its own fake, direct (its wire format) and through mlstream; "
                     "compare chunks/s"}
+
+
+def _provider_pair(env: Env, bench: ProviderBench, fake: Child, knobs: dict[str, Any]) -> Pair:
+    """The provider's fake directly (its wire format) and through ``_predict/stream``, on a
+    model registered with the connector a user would write."""
+    connector = bench.connector(fake.url, knobs)
+    connector["client_config"] = {"max_connection": env.cfg.provider_concurrency}
+    model_id = register_connector(env.admin, connector, f"bench {bench.name}")
+    path, body, headers = bench.direct(fake.address, knobs)
+    return Pair(bench.name, {
+        "direct": build_request(fake.address, path, body, dialect=bench.dialect, stream=True,
+                                headers=headers, label="direct"),
+        "mlstream": build_request(env.mlstream.address, f"/_plugins/_ml/models/{model_id}/_predict/stream",
+                                  {"parameters": {"inputs": BENCH_PROMPT, "_llm_interface": bench.interface}},
+                                  dialect=MLSTREAM, stream=True, label="mlstream"),
+    }, {"direct": fake.address, "mlstream": env.mlstream.address}, model_id)
 
 
 # =========================================================================== 10. the OpenAI front
@@ -1522,10 +1528,39 @@ def openai_front(env: Env) -> dict[str, Any]:
             first[side]["added_ms"] = summarize(added, 1000)
     first["openai_over_ml_commons_p50"] = ratio(first["openai"]["ms"]["p50"], first["ml_commons"]["ms"]["p50"])
     out["first_token_c1"] = first
+    out["translated"] = _translated_relay(env)
     out["note"] = ("relay: chunks/s ratio mlstream/direct for each front, and the OpenAI front's over the "
                    "ml-commons front's (goal >= 0.90); first token: request's first byte -> first event with "
-                   "non-empty content, c=1, the three targets alternated (goal: OpenAI p50 / ml-commons p50 <= 1.10)")
+                   "non-empty content, c=1, the three targets alternated (goal: OpenAI p50 / ml-commons p50 <= 1.10); "
+                   "translated: the same relay comparison for an Anthropic model, whose stream the OpenAI front "
+                   "translates (Messages API events -> chat.completion.chunk)")
     return out
+
+
+def _translated_relay(env: Env) -> dict[str, Any]:
+    """Scenario 9's Anthropic relay through ``/v1/chat/completions`` (translated both ways)
+    and through ``_predict/stream``, each front paired with the direct provider in the same run."""
+    cfg = env.cfg
+    bench = next(b for b in provider_benches() if b.name == "anthropic")
+    knobs = {"chunks": cfg.provider_chunks}
+    fake = env.procs.start_fake(f"fake-{bench.name}-openai-front", bench.module, bench.args)
+    try:
+        ml_pair = _provider_pair(env, bench, fake, knobs)
+        request = build_request(env.mlstream.address, "/v1/chat/completions",
+                                {"model": ml_pair.model_id, "stream": True,
+                                 "messages": [{"role": "user", "content": BENCH_PROMPT}]},
+                                dialect=DIRECT, stream=True, label="openai")
+        openai_pair = Pair(bench.name, {"direct": ml_pair.requests["direct"], "mlstream": request},
+                           ml_pair.addresses, ml_pair.model_id)
+        preflight(env, ml_pair, cfg.provider_chunks)
+        preflight(env, openai_pair, cfg.provider_chunks)
+        ml = _relay_level(env, ml_pair, cfg.provider_concurrency, fake)
+        oa = _relay_level(env, openai_pair, cfg.provider_concurrency, fake)
+    finally:
+        env.procs.stop(fake)
+    return {"provider": bench.interface, "chunks_per_stream": cfg.provider_chunks,
+            "concurrency": cfg.provider_concurrency, "ml_commons": ml, "openai": oa,
+            "openai_over_ml_commons": ratio(oa["ratio_chunks"], ml["ratio_chunks"])}
 
 
 def _openai_pair(env: Env, ml_pair: Pair) -> Pair:

@@ -1,4 +1,5 @@
 """OpenAI's API shapes, and their translation to and from Amazon Bedrock Converse. Pure.
+(Anthropic, Gemini and SageMaker: ``openai_dialects``, on the same floor.)
 
     check_chat / check_embedding_input      what the OpenAI front refuses, with the field
     overlay                                 the client's fields on a rendered request body
@@ -6,6 +7,10 @@
     chat_completion_from_converse           Converse answer -> chat.completion
     finish_reason / openai_usage            a provider's stop reason and usage, OpenAI's names
     tool_call                               a provider's assembled tool call -> (id, name, arguments)
+    conversation                            the messages as provider-neutral turns (Text, Image,
+                                            ToolUse, ToolResult), for every translation
+    sampling / tool_functions / tool_choice the client's fields, checked, under a provider's names
+    completion_choice / chat_completion     the pieces of an answer -> chat.completion
     embedding_base64                        floats -> OpenAI's base64 (little-endian float32)
 """
 
@@ -16,6 +21,7 @@ import json
 import re
 import struct
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidField
@@ -37,7 +43,9 @@ _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "stop": "stop", "max_tok
            "length": "length", "tool_use": "tool_calls", "tool_calls": "tool_calls",
            "content_filtered": "content_filter", "guardrail_intervened": "content_filter",
            "content_filter": "content_filter", "STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter",
-           "model_context_window_exceeded": "length"}
+           "model_context_window_exceeded": "length", "eos_token": "stop", "refusal": "content_filter",
+           "RECITATION": "content_filter", "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter",
+           "SPII": "content_filter"}
 # A provider's usage names, OpenAI's: Bedrock, Anthropic, Gemini, SageMaker TGI.
 _USAGE_NAMES = (("inputTokens", "outputTokens"), ("input_tokens", "output_tokens"),
                 ("promptTokenCount", "candidatesTokenCount"), ("input_length", "generated_tokens"),
@@ -158,6 +166,11 @@ def tool_call(content: Any) -> tuple[str, str, str] | None:
         return str(call.get("toolUseId") or ""), str(call.get("name") or ""), _arguments(call.get("input"))
     if content.get("type") == "tool_use":
         return str(content.get("id") or ""), str(content.get("name") or ""), _arguments(content.get("input"))
+    if content.get("type") == "function" and isinstance(content.get("function"), dict):  # OpenAI's own
+        function = content["function"]
+        arguments = function.get("arguments")
+        return (str(content.get("id") or ""), str(function.get("name") or ""),
+                arguments if isinstance(arguments, str) else _arguments(arguments))
     if isinstance(content.get("functionCall"), dict):
         call = content["functionCall"]
         return str(call.get("id") or f"call_{call.get('name')}"), str(call.get("name") or ""), _arguments(
@@ -179,43 +192,13 @@ def _count(value: Any) -> int:
 def converse_request(body: Mapping[str, Any]) -> dict[str, Any]:
     """The Converse fields for a chat.completions request: ``messages``, ``system``,
     ``inferenceConfig`` and ``toolConfig`` (only those the request has)."""
-    unknown = sorted(set(body) - _CONVERSE_TAKEN - _CONVERSE_IGNORED)
-    if unknown:
-        raise InvalidField(f"'{unknown[0]}' is not supported for Bedrock Converse models", param=unknown[0])
-    if body.get("n") not in (None, 1):
-        raise InvalidField("Bedrock Converse gives one choice: 'n' must be 1", param="n")
-    if body.get("logprobs"):
-        raise InvalidField("Bedrock Converse gives no log probabilities", param="logprobs")
-    response_format = body.get("response_format")
-    if response_format is not None and (not isinstance(response_format, dict)
-                                        or response_format.get("type") != "text"):
-        raise InvalidField("only response_format {\"type\": \"text\"} is supported for Bedrock Converse "
-                           "models", param="response_format")
-    system: list[dict[str, Any]] = []
-    messages: list[dict[str, Any]] = []
-    for index, message in enumerate(check_messages(body)):
-        role = message.get("role")
-        where = f"messages[{index}]"
-        if role in ("system", "developer"):
-            system += [{"text": text} for text in _texts(message.get("content"), where)]
-        elif role == "user":
-            _append(messages, "user", _user_blocks(message.get("content"), where))
-        elif role == "assistant":
-            _append(messages, "assistant", _assistant_blocks(message, where))
-        elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str) or not call_id:
-                raise InvalidField(f"{where}: a tool message needs its 'tool_call_id'", param=f"{where}.tool_call_id")
-            result = [{"text": text} for text in _texts(message.get("content"), where)]
-            _append(messages, "user", [{"toolResult": {"toolUseId": call_id, "content": result}}])
-        else:
-            raise InvalidField(f"{where}: unknown role {role!r}", param=f"{where}.role")
-    if not messages or messages[0]["role"] != "user":
-        raise InvalidField("Bedrock Converse needs the conversation (after any system messages) to start with a "
-                           "user message", param="messages")
-    fields: dict[str, Any] = {"messages": messages}
+    refuse_unknown(body, _CONVERSE_TAKEN, _CONVERSE_IGNORED, "Bedrock Converse")
+    one_text_choice(body, "Bedrock Converse")
+    system, turns = conversation(body, "Bedrock Converse")
+    fields: dict[str, Any] = {"messages": [{"role": turn.role, "content": [_converse_block(part) for part in turn.parts]}
+                                           for turn in turns]}
     if system:
-        fields["system"] = system
+        fields["system"] = [{"text": text} for text in system]
     inference = _inference_config(body)
     if inference:
         fields["inferenceConfig"] = inference
@@ -223,6 +206,34 @@ def converse_request(body: Mapping[str, Any]) -> dict[str, Any]:
     if tool_config:
         fields["toolConfig"] = tool_config
     return fields
+
+
+def converse_body(rendered: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The connector's rendered Converse body with the translated fields set on it; the
+    client's ``inferenceConfig`` values over the connector's."""
+    return body_with_fields(rendered, fields, "inferenceConfig")
+
+
+def body_with_fields(rendered: Mapping[str, Any], fields: Mapping[str, Any], config: str) -> dict[str, Any]:
+    """``fields`` set on the rendered body; of the object named ``config`` (sampling
+    settings), each field the client set over the connector's, the others kept."""
+    given = rendered.get(config)
+    merged = {**(given if isinstance(given, dict) else {}), **fields.get(config, {})}
+    body = {**rendered, **fields}
+    if merged:
+        body[config] = merged
+    return body
+
+
+def _converse_block(part: Part) -> dict[str, Any]:
+    if isinstance(part, Text):
+        return {"text": part.text}
+    if isinstance(part, Image):
+        return {"image": {"format": part.media_type.removeprefix("image/"),
+                          "source": {"bytes": part.inline_data("Converse")}}}
+    if isinstance(part, ToolUse):
+        return {"toolUse": {"toolUseId": part.call_id, "name": part.name, "input": part.arguments}}
+    return {"toolResult": {"toolUseId": part.call_id, "content": [{"text": text} for text in part.texts]}}
 
 
 def last_user_text(body: Mapping[str, Any]) -> str:
@@ -237,12 +248,113 @@ def last_user_text(body: Mapping[str, Any]) -> str:
     return ""
 
 
-def _append(messages: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
-    # Converse wants user and assistant turns to alternate: consecutive ones are one turn.
-    if messages and messages[-1]["role"] == role:
-        messages[-1]["content"].extend(blocks)
-    else:
-        messages.append({"role": role, "content": blocks})
+# --------------------------------------------------------------------------- a conversation, provider-neutral
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image part: ``data`` (base64) with its ``media_type`` for a data URL, else ``url``."""
+
+    media_type: str
+    data: str | None
+    url: str | None
+    where: str  # the message it came from, for a refusal's param
+
+    def inline_data(self, provider: str) -> str:
+        """The image's base64 data, for a provider that fetches no URL."""
+        if self.data is None:
+            raise InvalidField(f"{self.where}: images must be data URLs (data:image/png;base64,...) of png, jpeg, "
+                               f"gif or webp: {provider} does not fetch URLs", param=f"{self.where}.content")
+        return self.data
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    """An assistant's tool call, its arguments parsed."""
+
+    call_id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool message: the call it answers (and that call's function name, which Gemini needs)."""
+
+    call_id: str
+    name: str | None
+    texts: tuple[str, ...]
+
+
+Part = Text | Image | ToolUse | ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    role: str  # "user" or "assistant"; tool results are the user's
+    parts: list[Part]
+
+
+def conversation(body: Mapping[str, Any], provider: str) -> tuple[list[str], list[Turn]]:
+    """The request's system texts (system and developer messages) and its turns, consecutive
+    ones of a role merged (Converse, Anthropic and Gemini want them alternating, starting
+    with the user)."""
+    system: list[str] = []
+    turns: list[Turn] = []
+    names: dict[str, str] = {}  # tool call id -> its function name
+
+    def append(role: str, parts: list[Part]) -> None:
+        if turns and turns[-1].role == role:
+            turns[-1].parts.extend(parts)
+        else:
+            turns.append(Turn(role, parts))
+
+    for index, message in enumerate(check_messages(body)):
+        role = message.get("role")
+        where = f"messages[{index}]"
+        if role in ("system", "developer"):
+            system += _texts(message.get("content"), where)
+        elif role == "user":
+            append("user", _user_parts(message.get("content"), where))
+        elif role == "assistant":
+            parts = _assistant_parts(message, where)
+            names.update((part.call_id, part.name) for part in parts if isinstance(part, ToolUse))
+            append("assistant", parts)
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise InvalidField(f"{where}: a tool message needs its 'tool_call_id'", param=f"{where}.tool_call_id")
+            append("user", [ToolResult(call_id, names.get(call_id), tuple(_texts(message.get("content"), where)))])
+        else:
+            raise InvalidField(f"{where}: unknown role {role!r}", param=f"{where}.role")
+    if not turns or turns[0].role != "user":
+        raise InvalidField(f"{provider} needs the conversation (after any system messages) to start with a "
+                           "user message", param="messages")
+    return system, turns
+
+
+def refuse_unknown(body: Mapping[str, Any], taken: frozenset[str], ignored: frozenset[str], provider: str) -> None:
+    unknown = sorted(set(body) - taken - ignored)
+    if unknown:
+        raise InvalidField(f"'{unknown[0]}' is not supported for {provider} models", param=unknown[0])
+
+
+def one_text_choice(body: Mapping[str, Any], provider: str) -> None:
+    """Refuse what a provider with one text answer and no log probabilities cannot give."""
+    if body.get("n") not in (None, 1):
+        raise InvalidField(f"{provider} gives one choice: 'n' must be 1", param="n")
+    if body.get("logprobs"):
+        raise InvalidField(f"{provider} gives no log probabilities", param="logprobs")
+    response_format = body.get("response_format")
+    if response_format is not None and (not isinstance(response_format, dict)
+                                        or response_format.get("type") != "text"):
+        raise InvalidField(f"only response_format {{\"type\": \"text\"}} is supported for {provider} models",
+                           param="response_format")
 
 
 def _texts(content: Any, where: str) -> list[str]:
@@ -258,34 +370,37 @@ def _texts(content: Any, where: str) -> list[str]:
     raise InvalidField(f"{where}: 'content' must be a string or a list of parts", param=f"{where}.content")
 
 
-def _user_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+def _user_parts(content: Any, where: str) -> list[Part]:
     if isinstance(content, str):
-        return [{"text": content}]
+        return [Text(content)]
     if not isinstance(content, list) or not content:
         raise InvalidField(f"{where}: 'content' must be a string or a list of parts", param=f"{where}.content")
-    blocks = []
+    parts: list[Part] = []
     for part in content:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text" and isinstance(part.get("text"), str):
-            blocks.append({"text": part["text"]})
+            parts.append(Text(part["text"]))
         elif kind == "image_url":
             image = part.get("image_url")
             url = image.get("url") if isinstance(image, dict) else image
             found = _DATA_URL.match(url) if isinstance(url, str) else None
-            if found is None:
-                raise InvalidField(f"{where}: images must be data URLs (data:image/png;base64,...) of png, jpeg, "
-                                   "gif or webp: Converse does not fetch URLs", param=f"{where}.content")
-            image_format = "jpeg" if found.group(1) == "jpg" else found.group(1)
-            blocks.append({"image": {"format": image_format, "source": {"bytes": found.group(2)}}})
+            if found is not None:
+                media_type = "image/jpeg" if found.group(1) == "jpg" else f"image/{found.group(1)}"
+                parts.append(Image(media_type, found.group(2), None, where))
+            elif isinstance(url, str) and url.startswith("https://"):
+                parts.append(Image("", None, url, where))
+            else:
+                raise InvalidField(f"{where}: an image must be a data URL (data:image/png;base64,...) of png, jpeg, "
+                                   "gif or webp, or an https URL", param=f"{where}.content")
         else:
             raise InvalidField(f"{where}: unsupported content part {kind!r} (text and image_url are)",
                                param=f"{where}.content")
-    return blocks
+    return parts
 
 
-def _assistant_blocks(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+def _assistant_parts(message: Mapping[str, Any], where: str) -> list[Part]:
     content = message.get("content")
-    blocks = [] if content in (None, "") else [{"text": t} for t in _texts(content, where)]
+    parts: list[Part] = [] if content in (None, "") else [Text(t) for t in _texts(content, where)]
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise InvalidField(f"{where}: 'tool_calls' must be a list", param=f"{where}.tool_calls")
@@ -298,60 +413,98 @@ def _assistant_blocks(message: Mapping[str, Any], where: str) -> list[dict[str, 
         except (TypeError, ValueError):
             raise InvalidField(f"{where}: a tool call's 'arguments' must be JSON text",
                                param=f"{where}.tool_calls") from None
-        blocks.append({"toolUse": {"toolUseId": call["id"], "name": function.get("name"), "input": arguments}})
-    if not blocks:
+        parts.append(ToolUse(call["id"], str(function.get("name")), arguments))
+    if not parts:
         raise InvalidField(f"{where}: an assistant message needs content or tool_calls", param=f"{where}.content")
-    return blocks
+    return parts
 
 
 def _inference_config(body: Mapping[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None:
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise InvalidField("'max_tokens' must be a positive integer", param="max_tokens")
-        config["maxTokens"] = max_tokens
-    for name, converse_name in (("temperature", "temperature"), ("top_p", "topP")):
-        value = body.get(name)
-        if value is not None:
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise InvalidField(f"'{name}' must be a number", param=name)
-            config[converse_name] = value
-    stop = body.get("stop")
-    if stop is not None:
-        stops = [stop] if isinstance(stop, str) else stop
-        if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
-            raise InvalidField("'stop' must be a string or a list of strings", param="stop")
-        config["stopSequences"] = stops
-    return config
+    return sampling(body, {"max_tokens": "maxTokens", "temperature": "temperature", "top_p": "topP",
+                           "stop": "stopSequences"})
 
 
 def _tool_config(tools: Any, choice: Any) -> dict[str, Any] | None:
-    if tools is None or choice == "none":
+    functions = tool_functions(tools)
+    choice = tool_choice(choice)
+    if functions is None or choice == "none":
         return None  # "none": the model is not offered the tools
+    specs = []
+    for function in functions:
+        spec: dict[str, Any] = {"name": function["name"], "inputSchema": {"json": function["parameters"]}}
+        if "description" in function:
+            spec["description"] = function["description"]
+        specs.append({"toolSpec": spec})
+    named = {"auto": {"auto": {}}, "required": {"any": {}}}
+    return {"tools": specs, "toolChoice": named.get(choice) or {"tool": {"name": choice[1]}}}
+
+
+# --------------------------------------------------------------------------- fields every translation shares
+
+
+def sampling(body: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """The client's sampling fields under a provider's ``names`` (OpenAI's name -> the
+    provider's, of max_tokens, temperature, top_p, stop, seed, n, presence_penalty,
+    frequency_penalty), checked; ``max_tokens`` stands for ``max_completion_tokens`` too."""
+    config: dict[str, Any] = {}
+    for name, provider_name in names.items():
+        if name == "max_tokens":
+            value = body.get("max_completion_tokens", body.get("max_tokens"))
+            if value is not None:
+                config[provider_name] = _positive(value, "max_tokens")
+        elif name == "stop":
+            if body.get("stop") is not None:
+                stop = body["stop"]
+                stops = [stop] if isinstance(stop, str) else stop
+                if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+                    raise InvalidField("'stop' must be a string or a list of strings", param="stop")
+                config[provider_name] = stops
+        elif name in ("seed", "n"):
+            if body.get(name) is not None:
+                config[provider_name] = _positive(body[name], name, minimum=0 if name == "seed" else 1)
+        elif body.get(name) is not None:
+            value = body[name]
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise InvalidField(f"'{name}' must be a number", param=name)
+            config[provider_name] = value
+    return config
+
+
+def _positive(value: Any, name: str, minimum: int = 1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidField(f"'{name}' must be an integer of at least {minimum}", param=name)
+    return value
+
+
+def tool_functions(tools: Any) -> list[dict[str, Any]] | None:
+    """The request's ``tools`` as their functions ({name, parameters[, description]}), checked."""
+    if tools is None:
+        return None
     if not isinstance(tools, list):
         raise InvalidField("'tools' must be a list", param="tools")
-    specs = []
+    functions = []
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise InvalidField(f"tools[{index}] must be {{\"type\": \"function\", \"function\": {{\"name\", ...}}}}",
                                param=f"tools[{index}]")
-        spec: dict[str, Any] = {"name": function["name"],
-                                "inputSchema": {"json": function.get("parameters") or {"type": "object"}}}
+        checked = {"name": function["name"], "parameters": function.get("parameters") or {"type": "object"}}
         if isinstance(function.get("description"), str):
-            spec["description"] = function["description"]
-        specs.append({"toolSpec": spec})
-    config: dict[str, Any] = {"tools": specs}
-    if choice in (None, "auto"):
-        config["toolChoice"] = {"auto": {}}
-    elif choice == "required":
-        config["toolChoice"] = {"any": {}}
-    elif isinstance(choice, dict) and isinstance(choice.get("function"), dict):
-        config["toolChoice"] = {"tool": {"name": choice["function"].get("name")}}
-    else:
-        raise InvalidField("'tool_choice' must be none, auto, required or a named function", param="tool_choice")
-    return config
+            checked["description"] = function["description"]
+        functions.append(checked)
+    return functions
+
+
+def tool_choice(choice: Any) -> str | tuple[str, str]:
+    """``tool_choice`` as "auto" (also when absent), "none", "required", or ("function", name)."""
+    if choice is None:
+        return "auto"
+    if choice in ("auto", "none", "required"):
+        return choice
+    function = choice.get("function") if isinstance(choice, dict) else None
+    if isinstance(function, dict) and isinstance(function.get("name"), str):
+        return "function", function["name"]
+    raise InvalidField("'tool_choice' must be none, auto, required or a named function", param="tool_choice")
 
 
 def chat_completion_from_converse(answer: Any, *, completion_id: str, created: int, model: str) -> dict[str, Any]:
@@ -367,25 +520,39 @@ def chat_completion_from_converse(answer: Any, *, completion_id: str, created: i
         if isinstance(block.get("text"), str):
             texts.append(block["text"])
         elif (found := tool_call(block)) is not None:
-            call_id, name, arguments = found
-            calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
+            calls.append(found)
         elif isinstance(block.get("reasoningContent"), dict):
             text = (block["reasoningContent"].get("reasoningText") or {}).get("text")
             if isinstance(text, str):
                 reasoning.append(text)
+    choice = completion_choice(0, texts, reasoning, calls, answer.get("stopReason"))
+    return chat_completion([choice], answer.get("usage"), completion_id=completion_id, created=created, model=model)
+
+
+def completion_choice(index: int, texts: list[str], reasoning: list[str], calls: list[tuple[str, str, str]],
+                      reason: Any) -> dict[str, Any]:
+    """One choice of a ``chat.completion``: its text, reasoning (``reasoning_content``, never
+    in ``content``), tool calls and finish_reason."""
     reply: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None,
                              "refusal": None}
     if calls:
-        reply["tool_calls"] = calls
+        reply["tool_calls"] = [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                               for call_id, name, arguments in calls]
     if reasoning:
         reply["reasoning_content"] = "".join(reasoning)
-    result: dict[str, Any] = {
-        "id": completion_id, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": reply, "logprobs": None,
-                     "finish_reason": finish_reason(answer.get("stopReason")) or "stop"}]}
-    usage = openai_usage(answer.get("usage") if isinstance(answer.get("usage"), dict) else None)
-    if usage is not None:
-        result["usage"] = usage
+    finish = finish_reason(reason if isinstance(reason, str) else None) or "stop"
+    if calls and finish == "stop":  # Gemini ends a function call with STOP; OpenAI says tool_calls
+        finish = "tool_calls"
+    return {"index": index, "message": reply, "logprobs": None, "finish_reason": finish}
+
+
+def chat_completion(choices: list[dict[str, Any]], usage: Any, *, completion_id: str, created: int,
+                    model: str) -> dict[str, Any]:
+    result: dict[str, Any] = {"id": completion_id, "object": "chat.completion", "created": created, "model": model,
+                              "choices": choices}
+    counted = openai_usage(usage if isinstance(usage, dict) else None)
+    if counted is not None:
+        result["usage"] = counted
     return result
 
 

@@ -228,12 +228,13 @@ class Predictor:
             self._metrics.upstream_failure(error)
             raise
 
-    def open_prepared_stream(self, prepared: Prepared, *, relay: bool) -> "PendingStream":
+    def open_prepared_stream(self, prepared: Prepared, *, relay: bool, chat: bool = False) -> "PendingStream":
         """``open_stream`` for a prepared request; ``relay``: the provider's own chunks
-        (``Chunk``, an OpenAI-interface model) rather than its text (``Delta``)."""
+        (``Chunk``, an OpenAI-interface model) rather than its text (``Delta``); ``chat``:
+        the request is a SageMaker container's chat schema, and so is its stream."""
         if not self._cluster.stream_enabled:
             raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
-        return self._pending_stream(prepared, relay=relay)
+        return self._pending_stream(prepared, relay=relay, chat=chat)
 
     def open_stream(self, model_id: str, body: Any, request_id: str = "", *,
                     resolved: Callable[[], None] = lambda: None) -> "PendingStream":
@@ -246,12 +247,13 @@ class Predictor:
             raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
         return self._pending_stream(self._prepare(model_id, body, request_id, resolved), relay=False)
 
-    def _pending_stream(self, prepared: Prepared, *, relay: bool) -> "PendingStream":
+    def _pending_stream(self, prepared: Prepared, *, relay: bool, chat: bool = False) -> "PendingStream":
         connector = prepared.model.connector
         dialect = dialect_for(prepared.parameters, connector)
         call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters),
                           connector, stream=True)
-        decoder = dialect.new_relay_decoder() if relay else dialect.new_decoder()
+        decoder = (dialect.new_relay_decoder() if relay else dialect.new_chat_decoder() if chat
+                   else dialect.new_decoder())
         channel = Channel(self._server.stream_queue_chunks)
         return PendingStream(channel, partial(start_stream, self._pool, channel, call, decoder,
                                               self._server.client_stall_timeout))

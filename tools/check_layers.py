@@ -24,7 +24,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs", "redaction")),
     ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
                                  "config", "endpoints", "connectors", "processing", "painless", "painless.*",
-                                 "ratelimit", "signing", "retry", "openai_wire")),
+                                 "ratelimit", "signing", "retry", "openai_wire", "openai_dialects")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "store_postgres", "stores", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),

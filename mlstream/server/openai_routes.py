@@ -6,9 +6,15 @@
           relayed: the connector's request_body rendered with the client's fields as
           parameters, then each client field but model and stream set on it
           (``openai_wire.overlay``); the answer and the stream's chunks as the provider sent them
-      bedrock/converse
-          translated: ``openai_wire.converse_request`` set on the rendered body, the answer
-          back as chat.completion (``chat_completion_from_converse``) or chunks (``openai_sse``)
+      bedrock/converse, anthropic/v1/messages, gemini/v1beta/generatecontent (chat)
+          translated: the request's fields in the provider's API (``openai_wire.converse_request``,
+          ``openai_dialects.anthropic_request``, ``gemini_request``) set on the rendered body,
+          the answer back as chat.completion (``chat_completion_from_*``) or chunks built from
+          the provider's normalized stream events (``openai_sse``)
+      sagemaker/tgi, sagemaker/lmi (chat)
+          the containers' own chat completions schema (``messages``, OpenAI's fields) in place
+          of the rendered prompt body (``openai_dialects.sagemaker_chat_body``); the answer and
+          its chunks normalized the same way
       an embedding blueprint with process functions (Bedrock Titan, Cohere, ...)
           ml-commons' own predict (``text_docs``), its tensors as OpenAI's embeddings
 
@@ -23,12 +29,15 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from .. import openai_wire
+from .. import openai_dialects, openai_wire
 from ..errors import BadRequest, InvalidField, ModelNotFound, NotFound
 from ..predict import Predictor
-from ..providers import dialect_for
+from ..providers import Dialect, dialect_for
+from ..providers.anthropic import AnthropicMessagesDialect
 from ..providers.bedrock import BedrockConverseDialect
+from ..providers.gemini import GeminiDialect
 from ..providers.openai import OPENAI_CHAT, OPENAI_COMPLETIONS
+from ..providers.sagemaker import SageMakerDialect
 from ..registry import Registry, ResolvedModel
 from .openai_sse import OpenAIChatEvents
 from .routing import OPENAI, Reply, Request, Router, StreamReply
@@ -101,29 +110,25 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
                 return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
             events = OpenAIChatEvents(completion_id="", created=0, model=reference, include_usage=usage, relay=True)
             return StreamReply(predictor.open_prepared_stream(prepared, relay=True), events)
-        if chat and isinstance(dialect, BedrockConverseDialect):
-            converse = openai_wire.converse_request(body)
-
-            def reshape(rendered: dict[str, Any]) -> dict[str, Any]:
-                inference = {**(rendered.get("inferenceConfig") or {}), **converse.get("inferenceConfig", {})}
-                reshaped = {**rendered, **converse}
-                if inference:
-                    reshaped["inferenceConfig"] = inference
-                return reshaped
-
-            prepared = predictor.prepare_request(model, {"inputs": openai_wire.last_user_text(body)}, reshape,
+        translation = _translation(dialect, body, stream) if chat else None
+        if translation is not None:
+            fields, reshape, answer_of, container_chat = translation
+            # The template renders with the translated fields as parameters too (ml-commons'
+            # Gemini blueprint is {"contents": ${parameters.contents}}), and the last user text
+            # as ${parameters.inputs}; then the fields are set on what it rendered.
+            parameters = {**fields, "inputs": openai_wire.last_user_text(body)}
+            prepared = predictor.prepare_request(model, parameters, lambda rendered: reshape(rendered, fields),
                                                  req.request_id)
             completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
             if not stream:
                 answer = openai_wire.loads_answer(predictor.exchange(prepared))
-                return Reply(200, openai_wire.chat_completion_from_converse(
-                    answer, completion_id=completion_id, created=created, model=reference))
+                return Reply(200, answer_of(answer, completion_id=completion_id, created=created, model=reference))
             events = OpenAIChatEvents(completion_id=completion_id, created=created, model=reference,
                                       include_usage=usage, relay=False)
-            return StreamReply(predictor.open_prepared_stream(prepared, relay=False), events)
+            return StreamReply(predictor.open_prepared_stream(prepared, relay=False, chat=container_chat), events)
         route = "chat completions" if chat else "text completions"
         raise BadRequest(f"model [{model.model_id}] speaks {dialect.name}: the OpenAI front serves {route} for "
-                         + ("openai/v1/chat/completions and bedrock/converse models" if chat
+                         + ("every LLM interface but openai/v1/completions" if chat
                             else "openai/v1/completions models"))
 
     @add("POST", "/embeddings")
@@ -161,3 +166,27 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
     def get_model(req: Request) -> Reply:
         # Never deploys: only deployed models are listed. A name may hold spaces, sent as %20.
         return Reply(200, openai_wire.model_entry(*deployed(unquote(req.params["model"]), by_id=True)))
+
+
+Fields = dict[str, Any]
+Translation = tuple[Fields, Callable[[Fields, Fields], Fields], Callable[..., Fields], bool]
+
+
+def _translation(dialect: Dialect, body: Fields, stream: bool) -> Translation | None:
+    """For a chat request to a translated interface: the request's fields in the provider's
+    API, how they are set on the rendered body, how the answer becomes chat.completion, and
+    whether the stream is a SageMaker container's chat stream. None for an interface the
+    front does not translate."""
+    if isinstance(dialect, BedrockConverseDialect):
+        return (openai_wire.converse_request(body), openai_wire.converse_body,
+                openai_wire.chat_completion_from_converse, False)
+    if isinstance(dialect, AnthropicMessagesDialect):
+        return (openai_dialects.anthropic_request(body), openai_dialects.anthropic_body,
+                openai_dialects.chat_completion_from_anthropic, False)
+    if isinstance(dialect, GeminiDialect):
+        return (openai_dialects.gemini_request(body, stream=stream), openai_dialects.gemini_body,
+                openai_dialects.chat_completion_from_gemini, False)
+    if isinstance(dialect, SageMakerDialect):
+        return (openai_dialects.sagemaker_chat_fields(body, stream=stream), openai_dialects.sagemaker_chat_body,
+                openai_dialects.chat_completion_from_sagemaker, True)
+    return None

@@ -1,8 +1,9 @@
 """The OpenAI front's stream events (``sse_writer.StreamEvents``): ``chat.completion.chunk``.
 
     relay (an OpenAI-interface model)     each provider chunk as it came, then ``data: [DONE]``
-    translated (Bedrock Converse, ...)    a role delta first, content deltas, each tool call as
-                                          two deltas (index, id, type, name; then its arguments),
+    translated (Converse, Anthropic,      a role delta first, content deltas (reasoning as
+      Gemini, SageMaker chat)             ``reasoning_content``), each tool call as two deltas
+                                          (index, id, type, name; then its arguments),
                                           a finish_reason chunk, the usage chunk when
                                           ``stream_options.include_usage``, then ``data: [DONE]``
 
@@ -63,7 +64,9 @@ class OpenAIChatEvents:
     def last(self, finish_reason: str | None, usage: dict[str, int] | None) -> bytes:
         if self._relay:
             return DONE_EVENT
-        reason = openai_finish_reason(finish_reason) or ("tool_calls" if self._tool_calls else "stop")
+        reason = openai_finish_reason(finish_reason) or "stop"
+        if self._tool_calls and reason == "stop":  # Gemini ends a function call with STOP
+            reason = "tool_calls"
         events = self._role() + self._delta(b"{}", json_bytes(reason))
         if self._include_usage:
             counted = openai_usage(usage) or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}

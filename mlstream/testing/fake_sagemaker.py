@@ -21,7 +21,14 @@ The container (``container="tgi"``, ``"lmi"`` or ``"encoder"``) shapes the bytes
           cross-encoder), non-stream only: ``embeddings.sagemaker_answer``
 
 ``details`` (finish reason, token counts) comes when the request's ``parameters`` set
-``"details": true``, as in both containers. Behaviour per request:
+``"details": true``, as in both containers.
+
+A body with ``messages`` in place of ``inputs`` is a chat completions request (TGI's
+Messages API, LMI's chat schema, both served on ``/invocations``): the answer is a
+``chat.completion`` (finish reason ``stop`` from TGI, ``eos_token`` from LMI; usage
+always), the stream ``chat.completion.chunk`` objects, as SSE ending in ``data: [DONE]``
+(TGI) or JSON lines (LMI), the role in the first chunk, usage in the last; ``tool_use``
+answers a tool call (its arguments in three pieces, finish reason ``tool_calls``). Behaviour per request:
 ``scripted.Scenario`` knobs from the body's top-level ``fake`` object or ``X-Fake-*``
 headers (see :mod:`mlstream.testing.scripted`; ``error_type`` is ``ModelStreamError``
 or ``InternalStreamFailure``).
@@ -42,7 +49,7 @@ from mlstream.testing.embeddings import EmbeddingRequestError, sagemaker_answer
 from mlstream.testing.eventstream import encode_message, encode_payload_part
 from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none, serve_until_signalled
 from mlstream.testing.scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scenario, ScriptedHandler,
-                                       ScriptedStats, build_plan, fake_tokens, scenario_for)
+                                       ScriptedStats, build_plan, fake_tokens, scenario_for, tool_input_fragments)
 
 __all__ = ["CONTAINERS", "DEFAULT_TEXT", "FakeSageMaker", "Scenario", "connector", "fake_tokens"]
 
@@ -81,6 +88,65 @@ def _container_events(container: str, scenario: Scenario, details: dict[str, Any
     return [(line(t, False), True) for t in tokens] + [(line("", True), False)]
 
 
+def _prompt_words(messages: list[Any]) -> int:
+    """A deterministic stand-in for token counting: words of the messages' text."""
+    words = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        parts = [content] if isinstance(content, str) else [
+            part.get("text") for part in content or [] if isinstance(part, Mapping)] if isinstance(content, list) else []
+        words += sum(len(part.split()) for part in parts if isinstance(part, str))
+    return max(1, words)
+
+
+def _chat_finish(container: str, scenario: Scenario) -> str:
+    return "tool_calls" if scenario.tool_use else "stop" if container == "tgi" else "eos_token"
+
+
+def _chat_usage(scenario: Scenario, prompt: int) -> dict[str, int]:
+    completion = len(fake_tokens(scenario)) + (1 if scenario.tool_use else 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _chat_completion(container: str, scenario: Scenario, prompt: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(fake_tokens(scenario))}
+    tool = scenario.tool_use
+    if tool is not None:
+        message["tool_calls"] = [{"id": tool["id"], "type": "function", "function": {
+            "name": tool["name"], "arguments": json.dumps(tool["input"], separators=(",", ":"))}}]
+    return {"id": "chatcmpl-0", "object": "chat.completion", "created": 1712792433, "model": container,
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": _chat_finish(container, scenario)}],
+            "usage": _chat_usage(scenario, prompt)}
+
+
+def _chat_events(container: str, scenario: Scenario, prompt: int) -> list[tuple[bytes, bool]]:
+    """The container's chat stream, one (bytes, is a text token) per chunk."""
+    def chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
+        body = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 1712792433, "model": container,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if usage is not None:
+            body["usage"] = usage
+        data = json.dumps(body, separators=(",", ":")).encode()
+        return b"data:" + data + b"\n\n" if container == "tgi" else data + b"\n"
+
+    tokens = fake_tokens(scenario)
+    events = [(chunk({"role": "assistant", "content": token} if index == 0 else {"content": token}), True)
+              for index, token in enumerate(tokens)]
+    tool = scenario.tool_use
+    if tool is not None:
+        for index, piece in enumerate(tool_input_fragments(tool["input"])):
+            call = {"index": 0, "function": {"arguments": piece}}
+            if index == 0:
+                call.update(id=tool["id"], type="function")
+                call["function"]["name"] = tool["name"]
+            events.append((chunk({"tool_calls": [call]}), False))
+    events.append((chunk({}, _chat_finish(container, scenario), _chat_usage(scenario, prompt)), False))
+    if container == "tgi":
+        events.append((b"data: [DONE]\n\n", False))
+    return events
+
+
 def _stream_exception(kind: str) -> bytes:
     message = ("The model container failed mid-stream (fake, as asked)." if kind == "ModelStreamError"
                else "The stream failed inside SageMaker (fake, as asked).")
@@ -89,9 +155,9 @@ def _stream_exception(kind: str) -> bytes:
                           json.dumps({"Message": message, "ErrorCode": "ModelError"}).encode())
 
 
-def _plan(container: str, scenario: Scenario, details: dict[str, Any] | None) -> Plan:
+def _plan(container_events: list[tuple[bytes, bool]], scenario: Scenario) -> Plan:
     events = []
-    for data, is_text in _container_events(container, scenario, details):
+    for data, is_text in container_events:
         half = len(data) // 2  # SageMaker cuts the container's bytes anywhere
         events.append((encode_payload_part(data[:half]) + encode_payload_part(data[half:]), is_text))
     return build_plan(scenario, events, _stream_exception(scenario.error_type or "ModelStreamError"))
@@ -127,7 +193,8 @@ class _Handler(ScriptedHandler):
         if fake.container == "encoder":
             self._encode(route[2], body)
             return
-        if not isinstance(body, dict) or not isinstance(body.get("inputs"), str):
+        chat = isinstance(body, dict) and isinstance(body.get("messages"), list)
+        if not isinstance(body, dict) or not (chat or isinstance(body.get("inputs"), str)):
             self._error(424, "ModelError", 'Received client error (422) from primary: "inputs" is required')
             return
         try:
@@ -144,7 +211,9 @@ class _Handler(ScriptedHandler):
         wants_details = isinstance(parameters, dict) and parameters.get("details") is True
         details = _details(scenario, _input_length(body)) if wants_details else None
         if route[2] == "invocations-response-stream":
-            self.send_plan(_plan(fake.container, scenario, details), "application/vnd.amazon.eventstream",
+            events = (_chat_events(fake.container, scenario, _prompt_words(body["messages"])) if chat
+                      else _container_events(fake.container, scenario, details))
+            self.send_plan(_plan(events, scenario), "application/vnd.amazon.eventstream",
                            {"x-amzn-RequestId": str(uuid.uuid4()), "X-Amzn-Invoked-Production-Variant": "AllTraffic"})
             return
         fault = self.whole_answer_fault(scenario)
@@ -153,10 +222,14 @@ class _Handler(ScriptedHandler):
         if fault == "error":
             self._error(424, "ModelError", "The model container failed (fake, as asked).")
             return
-        answer: dict[str, Any] = {"generated_text": "".join(fake_tokens(scenario))}
+        answer: Any = {"generated_text": "".join(fake_tokens(scenario))}
         if details is not None:
             answer["details"] = details
-        self.send_json(200, [answer] if fake.container == "tgi" else answer,
+        if chat:
+            answer = _chat_completion(fake.container, scenario, _prompt_words(body["messages"]))
+        elif fake.container == "tgi":
+            answer = [answer]
+        self.send_json(200, answer,
                        {"x-amzn-RequestId": str(uuid.uuid4()), "X-Amzn-Invoked-Production-Variant": "AllTraffic"})
 
     def _encode(self, operation: str, body: Any) -> None:

@@ -43,6 +43,10 @@ def test_bench_quick_runs_every_scenario_and_writes_its_json(tmp_path: Path) -> 
         for side in ("ml_commons", "openai"):
             assert level[side]["mlstream"]["streams_ok"] == level[side]["mlstream"]["streams_total"] > 0
     assert front["first_token_c1"]["openai"]["ok"] == front["first_token_c1"]["openai"]["total"] > 0
+    for side in ("ml_commons", "openai"):  # an Anthropic model, its stream translated by the OpenAI front
+        level = front["translated"][side]
+        assert level["mlstream"]["streams_ok"] == level["mlstream"]["streams_total"] > 0
+        assert level["mlstream"]["chunks_per_s"] > 0 and level["direct"]["chunks_per_s"] > 0
     assert results["scenarios"]["backpressure"]["mlstream"]["resumed_whole"] is True
     assert results["scenarios"]["admission"]["mlstream"]["refused_429"] > 0
     embeddings = results["scenarios"]["embedding_predict"]

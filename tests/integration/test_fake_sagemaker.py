@@ -11,7 +11,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, EventStreamError
 
 from mlstream.providers.events import Delta, Done
-from mlstream.providers.sagemaker import LMIStreamDecoder, TGIStreamDecoder
+from mlstream.providers.sagemaker import LMIChatDecoder, LMIStreamDecoder, TGIChatDecoder, TGIStreamDecoder
 from mlstream.testing.embeddings import SAGEMAKER_DIMENSIONS, fake_relevance, fake_vector
 from mlstream.testing.fake_sagemaker import DEFAULT_TEXT, FakeSageMaker, Scenario, fake_tokens
 
@@ -20,6 +20,8 @@ from .helpers import isolate_aws_environment
 TIMEOUT = 5.0
 ENDPOINT = "hamlet-llm-endpoint"
 DECODERS = {"tgi": TGIStreamDecoder, "lmi": LMIStreamDecoder}
+CHAT_DECODERS = {"tgi": TGIChatDecoder, "lmi": LMIChatDecoder}
+TOOL = {"id": "call_sm0001", "name": "get_weather", "input": {"location": "Elsinore"}}
 
 
 @pytest.fixture(autouse=True)
@@ -77,6 +79,36 @@ def test_stream_exceptions_raise_in_boto3(fake, kind):
             seen.append(event)
     assert raised.value.response["Error"]["Code"] == kind
     assert len(seen) == 4
+
+
+def chat_body(**knobs) -> bytes:
+    return json.dumps({"messages": [{"role": "user", "content": "Who is Hamlet?"}], "max_tokens": 64,
+                       "fake": knobs}).encode()
+
+
+def test_a_chat_request_is_answered_in_the_chat_completions_schema(fake):
+    response = runtime(fake).invoke_endpoint(EndpointName=ENDPOINT, Body=chat_body(tool_use=TOOL),
+                                             ContentType="application/json")
+    answer = json.loads(response["Body"].read())
+    choice = answer["choices"][0]
+    assert answer["object"] == "chat.completion" and choice["message"]["content"] == DEFAULT_TEXT
+    assert choice["message"]["tool_calls"][0]["function"] == {"name": "get_weather",
+                                                               "arguments": '{"location":"Elsinore"}'}
+    assert choice["finish_reason"] == "tool_calls" and answer["usage"]["prompt_tokens"] == 3
+
+
+def test_a_chat_stream_carries_chunks_our_chat_decoder_reads(fake):
+    response = runtime(fake).invoke_endpoint_with_response_stream(
+        EndpointName=ENDPOINT, Body=chat_body(chunks=3, tool_use=TOOL), ContentType="application/json")
+    data = b"".join(event["PayloadPart"]["Bytes"] for event in response["Body"])
+    assert data.endswith(b"data: [DONE]\n\n") == (fake.container == "tgi")
+    decoder = CHAT_DECODERS[fake.container]()
+    items = decoder.feed(data) + decoder.finish()
+    assert items[:3] == [Delta(t) for t in fake_tokens(Scenario(chunks=3))]
+    assert items[3] == Delta({"type": "function", "id": "call_sm0001",
+                              "function": {"name": "get_weather", "arguments": {"location": "Elsinore"}}})
+    assert items[4] == Done("tool_calls", {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7})
+    assert len(items) == 5
 
 
 @pytest.mark.parametrize("status, code", [(429, "ThrottlingException"), (424, "ModelError"),
