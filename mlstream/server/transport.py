@@ -314,7 +314,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         return cached[1]
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        log.debug("%s %s", self.address_string(), format % args)
+        if log.isEnabledFor(logging.DEBUG):  # the stdlib calls this for every reply
+            log.debug("%s %s", self.address_string(), format % args)
 
     # --- streams ---------------------------------------------------------------
 
