@@ -228,18 +228,23 @@ def test_cancel_racing_attach_shuts_the_upstream_down_exactly_once():
     for _ in range(200):
         channel = Channel(1)
         upstream = StubUpstream()
-        start = threading.Barrier(2)
-
-        def attach():
-            start.wait(HANG_GUARD)
-            channel.attach_upstream(upstream)
-
-        thread = threading.Thread(target=attach, daemon=True)
-        thread.start()
-        start.wait(HANG_GUARD)
-        channel.cancel()
-        join(thread)
+        race_cancel_with(channel, lambda: channel.attach_upstream(upstream))
         assert upstream.shutdowns == 1
+
+
+def race_cancel_with(channel: Channel, action) -> None:
+    """``action()`` on a thread released at the same moment as ``channel.cancel()`` here."""
+    barrier = threading.Barrier(2)
+
+    def body():
+        barrier.wait(HANG_GUARD)
+        action()
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    barrier.wait(HANG_GUARD)
+    channel.cancel()
+    join(thread)
 
 
 # --- properties -----------------------------------------------------------------------
@@ -487,15 +492,5 @@ def test_a_cancel_racing_the_writers_first_wait_starts_the_reader_exactly_once()
         channel = Channel(2)
         start = Counter()
         channel.defer_reader(start)
-        barrier = threading.Barrier(2)
-
-        def writer():
-            barrier.wait(HANG_GUARD)
-            channel.get(0)
-
-        thread = threading.Thread(target=writer, daemon=True)
-        thread.start()
-        barrier.wait(HANG_GUARD)
-        channel.cancel()
-        join(thread)
+        race_cancel_with(channel, lambda: channel.get(0))
         assert start.calls == 1
