@@ -88,7 +88,11 @@ def serve(settings: ServerSettings, argv: Sequence[str] = ()) -> int:
         workers.stop_when_orphaned(stop)
     sys.stdout.write(f"mlstream listening on {server.url}\n")
     sys.stdout.flush()
-    stop.wait()
+    # Woken at least twice a second: a signal the kernel hands to another thread only
+    # trips a flag, and its handler runs when the main thread next runs Python, which
+    # an untimed wait would not do until something else woke it.
+    while not stop.wait(0.5):
+        pass
     log.info("shutting down: draining open streams for up to %.0f s", settings.drain_timeout)
     server.stop()
     return 0

@@ -128,7 +128,7 @@ def request_head(method: str, target: str, host: str, fields: Mapping[str, str],
         if _VALUE_REFUSED.search(value):
             raise BadRequest(f"the provider request's header [{name}] holds a line break or NUL")
         lines.append(f"{name}: {value}")
-    if body_length or method in ("POST", "PUT", "PATCH"):
+    if body_length or method.upper() in ("POST", "PUT", "PATCH"):
         lines.append(f"Content-Length: {body_length}")
     if "user-agent" not in given:
         lines.append(f"User-Agent: {user_agent}")

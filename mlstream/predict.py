@@ -199,7 +199,7 @@ class Predictor:
 
     def _exchange(self, prepared: Prepared) -> tuple[int, bytes]:
         """One non-stream upstream call: the provider's 2xx status and body, or its error raised."""
-        call = self._call(prepared.request, prepared.model.connector, stream=False)
+        call = self._call(prepared.request, prepared.model.connector)
         response = call.open(_wait_uninterrupted)
         payload = call.read_body(response)
         if response.status >= 300:
@@ -250,16 +250,15 @@ class Predictor:
     def _pending_stream(self, prepared: Prepared, *, relay: bool, chat: bool = False) -> "PendingStream":
         connector = prepared.model.connector
         dialect = dialect_for(prepared.parameters, connector)
-        call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters),
-                          connector, stream=True)
+        call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters), connector)
         decoder = (dialect.new_relay_decoder() if relay else dialect.new_chat_decoder() if chat
                    else dialect.new_decoder())
         channel = Channel(self._server.stream_queue_chunks)
         return PendingStream(channel, partial(start_stream, self._pool, channel, call, decoder,
                                               self._server.client_stall_timeout))
 
-    def _call(self, request: UpstreamRequest, connector: Connector, *, stream: bool) -> ProviderCall:
-        return ProviderCall(self._upstream, request, connector, stream=stream,
+    def _call(self, request: UpstreamRequest, connector: Connector) -> ProviderCall:
+        return ProviderCall(self._upstream, request, connector,
                             allow_private=self._cluster.endpoint_policy.allow_private,
                             on_retry=self._metrics.upstream_retry)
 

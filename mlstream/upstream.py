@@ -12,6 +12,7 @@ decision, made only before anything was relayed.
 
 from __future__ import annotations
 
+import errno
 import http.client
 import ipaddress
 import json
@@ -193,7 +194,7 @@ class UpstreamClient:
         self._targets: dict[str, tuple[str, str, int, str]] = {}  # url -> scheme, host, port, path
         self.aws_credentials = AwsCredentials()  # for aws_sigv4 connectors
 
-    def send(self, request: UpstreamRequest, config: ClientConfig, *, stream: bool,
+    def send(self, request: UpstreamRequest, config: ClientConfig, *,
              allow_private: bool = False) -> urllib3.BaseHTTPResponse:
         """Send ``request``; the response body is left unread (read it, then release)."""
         try:
@@ -262,12 +263,11 @@ class ProviderCall:
     """One call to a provider, from sending the request to the last byte of its answer."""
 
     def __init__(self, client: UpstreamClient, request: UpstreamRequest, connector: Connector, *,
-                 stream: bool, allow_private: bool,
+                 allow_private: bool,
                  on_retry: Callable[[int], None] = lambda status: None) -> None:
         self._client = client
         self.request = request
         self._connector = connector
-        self._stream = stream
         self._allow_private = allow_private
         self._on_retry = on_retry
         # The secret parts of the AWS credentials this call was signed with: they may not
@@ -352,8 +352,7 @@ class ProviderCall:
             credentials = self._client.aws_credentials.for_connector(self._connector)
             self._signing_secrets = tuple(value for value in (credentials.secret_key, credentials.token) if value)
             request = sign_request(request, self._connector, credentials)
-        return self._client.send(request, self._connector.client_config, stream=self._stream,
-                                 allow_private=self._allow_private)
+        return self._client.send(request, self._connector.client_config, allow_private=self._allow_private)
 
 
 def _exchange_on(pool: HTTPConnectionPool, request: UpstreamRequest, target: str,
@@ -369,7 +368,12 @@ def _exchange_on(pool: HTTPConnectionPool, request: UpstreamRequest, target: str
     a third of a millisecond after an idle pause, on the way to every first token.
     Errors are urllib3's, as urlopen raises them (``translate_error`` reads them).
     """
+    body = request.body or b""
+    # Built (and checked) before a connection is taken: a refused head costs no connection.
+    host = host_field(pool.host.rstrip("."), pool.port, pool.ConnectionCls.default_port)
+    data = request_head(request.method, target, host, request.headers, len(body), USER_AGENT) + body
     conn = pool._get_conn()
+    raw: ProviderResponse | None = None
     try:
         if conn.sock is None:
             conn.timeout = config.connection_timeout
@@ -379,31 +383,35 @@ def _exchange_on(pool: HTTPConnectionPool, request: UpstreamRequest, target: str
                 raise SSLError(exc) from exc
         sock = conn.sock
         sock.settimeout(config.read_timeout)
-        body = request.body or b""
-        sock.sendall(request_head(request.method, target, host_field(conn.host, conn.port, conn.default_port),
-                                  request.headers, len(body), USER_AGENT) + body)
-        raw = ProviderResponse(sock, method=request.method)
         try:
-            raw.begin()
-        except BaseException:
+            sock.sendall(data)
+        except OSError as exc:
+            # A provider may answer (413, 401...) and close before reading the whole body:
+            # its answer is read all the same, as urllib3 does.
+            if not isinstance(exc, BrokenPipeError) and exc.errno not in _PEER_CLOSED:
+                raise
+        raw = ProviderResponse(sock, method=request.method)
+        raw.begin()
+        if raw.will_close:
+            conn.close()  # the response still reads its own file; the next call connects anew
+        return urllib3.HTTPResponse(
+            body=raw, headers=HTTPHeaderDict(raw.msg.items()), status=raw.status, version=raw.version,
+            version_string="HTTP/1.1" if raw.version == 11 else "HTTP/1.0", reason=raw.reason,
+            preload_content=False, decode_content=True, original_response=raw, pool=pool, connection=conn,
+            enforce_content_length=True, request_method=request.method, request_url=target,
+            sock_shutdown=sock.shutdown)
+    except BaseException as exc:
+        if raw is not None:
             raw.close()
-            raise
-    except TimeoutError as exc:
         conn.close()
         pool._put_conn(None)  # its slot, as urlopen gives it back
-        raise ReadTimeoutError(pool, target, "read timed out") from exc
-    except BaseException:
-        conn.close()
-        pool._put_conn(None)
+        if isinstance(exc, TimeoutError):
+            raise ReadTimeoutError(pool, target, "read timed out") from exc
         raise
-    if raw.will_close:
-        conn.close()  # the response still reads its own file; the next call connects anew
-    return urllib3.HTTPResponse(
-        body=raw, headers=HTTPHeaderDict(raw.msg.items()), status=raw.status, version=raw.version,
-        version_string="HTTP/1.1" if raw.version == 11 else "HTTP/1.0", reason=raw.reason,
-        preload_content=False, decode_content=True, original_response=raw, pool=pool, connection=conn,
-        enforce_content_length=True, request_method=request.method, request_url=target,
-        sock_shutdown=sock.shutdown)
+
+
+# Errors of a send to a provider that closed its side: its answer may still be there.
+_PEER_CLOSED = frozenset({errno.ECONNRESET, errno.EPROTOTYPE, errno.EPIPE})
 
 
 def translate_error(exc: BaseException, url: str) -> MLStreamError:

@@ -175,7 +175,10 @@ class Supervisor:
                 self._start(slot)
             announced = startup_failed = False
             while not self._stop.is_set():
-                self._wake.wait()
+                # Timed, as serve's wait (cli.py): a signal handled by another thread runs
+                # its handler only when this thread next runs Python.
+                if not self._wake.wait(0.5):
+                    continue
                 self._wake.clear()
                 if self._stop.is_set():
                     break

@@ -24,6 +24,7 @@ for ``cancel`` to release whichever side is blocked.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -31,6 +32,8 @@ from typing import Any
 
 from ..errors import MLStreamError
 from ..providers.events import Failure, StreamItem
+
+log = logging.getLogger(__name__)
 
 _WAKE = object()  # put by cancel(): "look at the cancelled flag"
 
@@ -101,8 +104,12 @@ class Channel:
     def _start_deferred(self) -> None:
         with self._lock:
             start, self._deferred = self._deferred, None
-        if start is not None:
+        if start is None:
+            return
+        try:
             start()
+        except Exception:  # noqa: BLE001 - it may run on the hang-up watcher's thread, which must live on
+            log.exception("starting a stream's reader failed")
 
     def get(self, timeout: float | None = None) -> StreamItem | None:
         """The next item; None if nothing came within ``timeout`` (a heartbeat is due).

@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from mlstream.connectors import ClientConfig, UpstreamRequest
+from mlstream.errors import UpstreamError
 from mlstream.upstream import UpstreamClient
 
 from .conftest import HANG_GUARD
@@ -56,7 +57,7 @@ def test_head_and_body_go_in_one_write(extra: dict[str, str]) -> None:
         for body in (b'{"messages": [1, 2, 3]}', b'{"x": "' + b"y" * 3000 + b'"}'):
             request = UpstreamRequest("POST", server.url + "/v1/chat/completions",
                                       {"Content-Type": "application/json", **extra}, body)
-            response = client.send(request, ClientConfig(), stream=False, allow_private=True)
+            response = client.send(request, ClientConfig(), allow_private=True)
             assert client.read_body(response, request.url) == b"{}"
         server.thread.join(HANG_GUARD)
         assert len(server.first_reads) == 2
@@ -66,6 +67,59 @@ def test_head_and_body_go_in_one_write(extra: dict[str, str]) -> None:
             assert sent == body  # the whole body came with the head
             lengths = [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
             assert lengths == [f"Content-Length: {len(body)}".encode()]
+    finally:
+        client.close()
+        server.listener.close()
+
+
+class AnswersEarlyServer:
+    """Reads a little of each request, answers ``answer`` at once, then closes: a provider
+    refusing a large body (413) before reading it, or sending a head urllib3 refuses."""
+
+    def __init__(self, answer: bytes, connections: int = 1) -> None:
+        self.answer = answer
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.thread = threading.Thread(target=self._serve, args=(connections,), daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def _serve(self, connections: int) -> None:
+        for _ in range(connections):
+            conn, _ = self.listener.accept()
+            with conn:
+                conn.settimeout(HANG_GUARD)
+                conn.recv(100)
+                conn.sendall(self.answer)
+
+
+def test_a_provider_that_answers_before_reading_the_body_is_heard() -> None:
+    refusal = b'{"error": {"message": "request too large"}}'
+    server = AnswersEarlyServer(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                                b"Connection: close\r\nContent-Length: %d\r\n\r\n%b" % (len(refusal), refusal))
+    client = UpstreamClient()
+    try:
+        request = UpstreamRequest("POST", server.url + "/v1/chat/completions", {}, b"x" * (8 << 20))
+        response = client.send(request, ClientConfig(), allow_private=True)
+        assert response.status == 413
+        assert client.read_body(response, request.url) == refusal
+    finally:
+        client.close()
+        server.listener.close()
+
+
+def test_an_answer_head_urllib3_refuses_gives_its_connection_slot_back() -> None:
+    server = AnswersEarlyServer(b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\nx", connections=3)
+    client = UpstreamClient()
+    try:
+        for _ in range(3):
+            with pytest.raises(UpstreamError):
+                client.send(UpstreamRequest("POST", server.url + "/v1/x", {}, b"{}"),
+                            ClientConfig(max_connection=4), allow_private=True)
+        pool, _ = client._route(server.url + "/v1/x", 4, True)
+        assert pool.pool.qsize() == 4  # every slot back
     finally:
         client.close()
         server.listener.close()

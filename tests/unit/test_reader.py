@@ -99,7 +99,7 @@ class StubClient:
         self._send = send
         self._error_body = error_body
 
-    def send(self, request, config, *, stream, allow_private=False):
+    def send(self, request, config, *, allow_private=False):
         return self._send()
 
     def read_body(self, response, url):
@@ -110,7 +110,7 @@ class StubClient:
 
 def call_of(send, **client_options) -> ProviderCall:
     return ProviderCall(StubClient(send, **client_options), UpstreamRequest("POST", URL, {}, b"{}"), CONNECTOR,
-                        stream=True, allow_private=False)
+                        allow_private=False)
 
 
 def run(response, *, capacity: int = 64, decoder=None, error_body=None, stall_timeout: float = HANG_GUARD,
