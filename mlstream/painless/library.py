@@ -20,6 +20,7 @@ from .values import (
     JFloat,
     JLong,
     JStringBuilder,
+    ListPrint,
     double_to_string,
     float_to_string,
     java_string,
@@ -47,7 +48,11 @@ class BudgetExceeded(Exception):
 
 
 class Budget:
-    __slots__ = ("allocated", "depth", "limits", "line", "steps")
+    """What a run has spent. ``ListPrint``s not yet printed (``lazy``) are counted at
+    their most (``lazy_upper``) until that would pass a limit; then they are printed and
+    counted exactly, so that a run stops exactly where it would had they been printed."""
+
+    __slots__ = ("allocated", "depth", "lazy", "lazy_upper", "limits", "line", "steps")
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -55,9 +60,24 @@ class Budget:
         self.allocated = 0
         self.depth = 0
         self.line = 0
+        self.lazy: list[ListPrint] = []
+        self.lazy_upper = 0
 
     def charge(self, amount: int) -> None:
         self.allocated += amount
+        if self.allocated + self.lazy_upper > self.limits.max_allocated:
+            self._settle()
+
+    def defer(self, item: ListPrint) -> None:
+        """Charges ``item``'s text once, printed only if the run comes near its limit."""
+        self.lazy.append(item)
+        self.lazy_upper += item.upper
+        if self.allocated + self.lazy_upper > self.limits.max_allocated:
+            self._settle()
+
+    def _settle(self) -> None:
+        self.allocated += sum(len(item.text()) for item in self.lazy)
+        self.lazy, self.lazy_upper = [], 0
         if self.allocated > self.limits.max_allocated:
             raise BudgetExceeded(f"the script allocated more than {self.limits.max_allocated} "
                                  "characters and elements (max_allocated)")
@@ -70,11 +90,24 @@ class Budget:
         return self.string(java_string(value))
 
     def string(self, text: str) -> str:
-        if len(text) > self.limits.max_string_chars:
-            raise BudgetExceeded(f"the script built a string longer than {self.limits.max_string_chars} "
-                                 "characters (max_string_chars)")
+        self.check_size(len(text))
         self.charge(len(text))
         return text
+
+    def check_size(self, size: int) -> None:
+        if size > self.limits.max_string_chars:
+            raise BudgetExceeded(f"the script built a string longer than {self.limits.max_string_chars} "
+                                 "characters (max_string_chars)")
+
+    def lazy_string(self, known: int, lazy: list[ListPrint]) -> None:
+        """Checks and charges a string made of ``known`` characters of strings
+        and the ``lazy`` prints; those are printed only if their most would pass a limit."""
+        upper = known + sum(item.upper for item in lazy)
+        if upper > self.limits.max_string_chars:
+            self.check_size(known + sum(len(item.text()) for item in lazy))
+        self.charge(known)
+        for item in lazy:
+            self.defer(item)
 
 
 def map_key(key: Any) -> Any:
@@ -367,14 +400,31 @@ _MAP: dict[tuple[str, int], Callable[..., Any]] = {
 # ------------------------------------------------------------------ StringBuilder
 
 def _append(budget: Budget, sb: JStringBuilder, value: Any) -> JStringBuilder:
-    text = value if type(value) is str else budget.text_of(value)
-    size = sb.length + len(text)
+    return append_text(budget, sb, value if type(value) is str else budget.text_of(value))
+
+
+def append_text(budget: Budget, sb: JStringBuilder, text: str) -> JStringBuilder:
+    size = sb.known + sb.lazy_upper + len(text)
     if size > budget.limits.max_string_chars:
-        raise BudgetExceeded(f"the script built a string longer than {budget.limits.max_string_chars} "
-                             "characters (max_string_chars)")
+        budget.check_size(sb.length + len(text))
     budget.charge(len(text))
     sb.parts.append(text)
-    sb.length = size
+    sb.known += len(text)
+    return sb
+
+
+def append_parts(budget: Budget, sb: JStringBuilder, parts: list[str | ListPrint], known: int,
+                 lazy: list[ListPrint]) -> JStringBuilder:
+    """``sb.append(text)`` for a text made of ``parts`` (``known`` characters of strings
+    and the ``lazy`` prints), charged as the string it is."""
+    if sb.known + sb.lazy_upper + known + sum(item.upper for item in lazy) > budget.limits.max_string_chars:
+        budget.check_size(sb.length + known + sum(len(item.text()) for item in lazy))
+    budget.charge(known)
+    for item in lazy:
+        budget.defer(item)
+    sb.parts.extend(parts)
+    sb.known += known
+    sb.add_lazy(lazy)
     return sb
 
 

@@ -61,6 +61,8 @@ from .values import (
     JFloat,
     JLong,
     JStringBuilder,
+    LazyText,
+    ListPrint,
     type_name,
     wrap_int,
     wrap_long,
@@ -138,7 +140,8 @@ class CompiledScript:
         self._frame_size = frame_size
         self._params_slot = params_slot
 
-    def run(self, params: dict[str, Any], limits: Limits) -> Any:
+    def run(self, params: dict[str, Any], limits: Limits, *, lazy: bool = False) -> Any:
+        """The script's value; with ``lazy``, a String it returns may be a ``LazyText``."""
         budget = Budget(limits)
         frame: Frame = [None] * self._frame_size
         frame[0] = budget
@@ -161,7 +164,9 @@ class CompiledScript:
             raise ScriptError(f"Painless runtime error at line {budget.line}: {INTERNAL} "
                               f"({type(error).__name__})") from None
         if isinstance(outcome, _Returned):
-            return outcome.value
+            outcome = outcome.value
+        if type(outcome) is LazyText and not lazy:
+            return outcome.text()
         return outcome
 
 
@@ -186,6 +191,7 @@ class _Compiler:
         self.scope = _Scope(None, [1])
         self.loops = 0
         self.returns: TypeName = TypeName("def")
+        self.top_level = False   # compiling the script's body, whose return ends the run
 
     # ------------------------------------------------------------ program
 
@@ -195,7 +201,9 @@ class _Compiler:
         self.scope = _Scope(None, [1])
         params_slot = self.scope.declare("params", TypeName("Map"), 0, 0).index
         self.returns = TypeName("String")
+        self.top_level = True
         body = self.statements(self.program.body, implicit_return=True)
+        self.top_level = False
         return CompiledScript(body, self.scope.counter[0], params_slot)
 
     def function(self, info: _FunctionInfo) -> None:
@@ -292,6 +300,16 @@ class _Compiler:
         raise AssertionError(node)  # pragma: no cover
 
     def return_of(self, node: Expr, line: int) -> Exec:
+        value = self.lazy_text(node) if self.top_level else None
+        if value is not None:
+            # the script's String result: the caller joins its parts, or reads the numbers
+            # of the ListPrints in it without printing them (processing.post_process_script)
+            def return_lazy(frame: Frame) -> _Returned:
+                result = value(frame)
+                if type(result) is LazyText:
+                    return _Returned(result)
+                return _Returned(library.coerce(result, "String", 0, "as the return value"))
+            return return_lazy
         value = self.expr(node)
         rtype = self.returns
         if rtype.name == "void":
@@ -396,6 +414,82 @@ class _Compiler:
             return None
         return run_each
 
+    # ------------------------------------------------------------ lazy strings
+
+    def lazy_text(self, node: Expr) -> Eval | None:
+        """``node``'s value with Lists of doubles in it left unprinted (a ``LazyText``),
+        when ``node`` is a ``+`` chain or ``sb.toString()``; None for other nodes."""
+        if isinstance(node, Binary) and node.op == "+":
+            concat = self.concat(node)
+
+            def lazy_concat(frame: Frame) -> Any:
+                value, parts, known, lazy = concat(frame)
+                return value if parts is None else LazyText(parts)
+            return lazy_concat
+        if isinstance(node, Call) and node.name == "toString" and not node.args:
+            target, null_safe = self.expr(node.target), node.null_safe
+
+            def lazy_builder_text(frame: Frame) -> Any:
+                receiver = target(frame)
+                if type(receiver) is not JStringBuilder or not receiver.lazy:
+                    if receiver is None and null_safe:
+                        return None
+                    return library.call_method(frame[0], receiver, "toString", [])
+                budget = frame[0]
+                budget.charge(receiver.known)
+                for item in receiver.lazy:
+                    budget.defer(item)
+                return LazyText(list(receiver.parts))
+            return lazy_builder_text
+        return None
+
+    def concat(self, node: Binary) -> Callable[[Frame], tuple[Any, list | None, int, list]]:
+        """A left-leaning ``a + b + c`` chain, run as ``_plus`` runs it (the same values,
+        charges and checks, left to right), except that a long List of doubles added to a
+        String is not printed (``ListPrint``). Returns (value, None, 0, []) when no List
+        was left unprinted, else (None, the string's parts, characters of its strings, the
+        ListPrints)."""
+        operands: list[Expr] = []
+        left: Expr = node
+        while isinstance(left, Binary) and left.op == "+":
+            operands.append(left.right)
+            left = left.left
+        operands.append(left)
+        code = tuple(self.expr(operand) for operand in reversed(operands))
+
+        def run_concat(frame: Frame) -> tuple[Any, list | None, int, list]:
+            budget = frame[0]
+            value = code[0](frame)
+            position = 1
+            while position < len(code) and type(value) is not str:
+                value = _plus(budget, value, code[position](frame))
+                position += 1
+            if position == len(code):
+                return value, None, 0, []
+            parts: list[Any] = [value]
+            known = len(value)
+            lazy: list[ListPrint] = []
+            for operand in code[position:]:
+                item = operand(frame)
+                if type(item) is str:
+                    text = item
+                else:
+                    printed = ListPrint.of(item)
+                    if printed is not None:
+                        budget.lazy_string(0, [printed])     # String.valueOf(list), as text_of
+                        parts.append(printed)
+                        lazy.append(printed)
+                        budget.lazy_string(known, lazy)      # the string made so far, as _plus
+                        continue
+                    text = budget.text_of(item)
+                parts.append(text)
+                known += len(text)
+                budget.lazy_string(known, lazy)
+            if not lazy:
+                return "".join(parts), None, 0, []
+            return None, parts, known, lazy
+        return run_concat
+
     # ------------------------------------------------------------ expressions
 
     def expr(self, node: Expr) -> Eval:
@@ -483,11 +577,11 @@ class _Compiler:
 
     def e_Call(self, node: Call) -> Eval:
         target = self.expr(node.target)
-        args = tuple(self.expr(arg) for arg in node.args)
         name, null_safe = node.name, node.null_safe
+        if name == "append" and len(node.args) == 1:
+            return self._append(target, node.args[0], null_safe)
+        args = tuple(self.expr(arg) for arg in node.args)
         call = library.call_method
-        if name == "append" and len(args) == 1:
-            return self._append(target, args[0], null_safe)
 
         def invoke(frame: Frame) -> Any:
             receiver = target(frame)
@@ -496,25 +590,43 @@ class _Compiler:
             return call(frame[0], receiver, name, [arg(frame) for arg in args])
         return invoke
 
-    def _append(self, target: Eval, arg: Eval, null_safe: bool) -> Eval:
-        # StringBuilder.append is the hot path of the published scripts: inline it.
+    def _append(self, target: Eval, arg: Expr, null_safe: bool) -> Eval:
+        # StringBuilder.append is the hot path of the published scripts: inline it, and
+        # leave the Lists of doubles added to it unprinted (ListPrint) until it is read.
+        append_text, append_parts = library.append_text, library.append_parts
+        if isinstance(arg, Binary) and arg.op == "+":
+            concat = self.concat(arg)
+
+            def append_concat(frame: Frame) -> Any:
+                receiver = target(frame)
+                if type(receiver) is not JStringBuilder:
+                    if receiver is None and null_safe:
+                        return None
+                    value, parts, _, _ = concat(frame)
+                    return library.call_method(frame[0], receiver, "append",
+                                               [value if parts is None else LazyText(parts).text()])
+                value, parts, known, lazy = concat(frame)
+                if parts is not None:
+                    return append_parts(frame[0], receiver, parts, known, lazy)
+                return append_text(frame[0], receiver, value if type(value) is str else frame[0].text_of(value))
+            return append_concat
+        value_of = self.expr(arg)
+
         def append(frame: Frame) -> Any:
             receiver = target(frame)
             if type(receiver) is not JStringBuilder:
                 if receiver is None and null_safe:
                     return None
-                return library.call_method(frame[0], receiver, "append", [arg(frame)])
-            value = arg(frame)
+                return library.call_method(frame[0], receiver, "append", [value_of(frame)])
+            value = value_of(frame)
             budget = frame[0]
-            text = value if type(value) is str else budget.text_of(value)
-            size = receiver.length + len(text)
-            if size > budget.limits.max_string_chars:
-                raise BudgetExceeded(f"the script built a string longer than "
-                                     f"{budget.limits.max_string_chars} characters (max_string_chars)")
-            budget.charge(len(text))
-            receiver.parts.append(text)
-            receiver.length = size
-            return receiver
+            if type(value) is str:
+                return append_text(budget, receiver, value)
+            printed = ListPrint.of(value)
+            if printed is not None:
+                budget.lazy_string(0, [printed])   # String.valueOf(list), as text_of
+                return append_parts(budget, receiver, [printed], 0, [printed])
+            return append_text(budget, receiver, budget.text_of(value))
         return append
 
     def e_StaticCall(self, node: StaticCall) -> Eval:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..speedups import dumps_json
 
-__all__ = ["JArray", "JException", "JFloat", "JLong", "JStringBuilder", "double_to_string",
+__all__ = ["JArray", "JException", "JFloat", "JLong", "JStringBuilder", "LazyText", "ListPrint", "double_to_string",
            "float_to_string", "java_string", "type_name", "wrap_int", "wrap_long"]
 
 
@@ -52,17 +52,93 @@ class JArray(list):
         self.element = element
 
 
-class JStringBuilder:
-    __slots__ = ("length", "parts")
+class ListPrint:
+    """``String.valueOf`` of a List of finite doubles, printed only when its text is read.
 
-    def __init__(self, text: str = "") -> None:
-        self.parts: list[str] = [text] if text else []
-        self.length = len(text)
+    A script that prints embedding vectors into the JSON it returns (the Titan blueprint's
+    style) makes strings of 400k numbers; when they end up in the returned JSON untouched,
+    the caller can take the numbers back without printing and reading them again
+    (``LazyText``). ``values`` is a copy: the List may change after it was printed."""
+
+    __slots__ = ("_text", "upper", "values")
+
+    # at most "-2.2250738585072014E-308" (24 characters) and ", " per number
+    MAX_CHARS_PER_NUMBER = 26
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = values
+        self.upper = 2 + self.MAX_CHARS_PER_NUMBER * len(values)
+        self._text: str | None = None
+
+    @staticmethod
+    def of(value: Any) -> ListPrint | None:
+        """A deferred print of ``value`` when it is a long List of finite doubles."""
+        if type(value) is not list or len(value) < _LAZY_MIN_ITEMS or \
+                list(map(type, value)).count(float) != len(value):   # doubles only, no Float
+            return None
+        if not math.isfinite(sum(value)):   # a NaN or an infinity makes the sum one as well
+            return None
+        return ListPrint(value.copy())
 
     def text(self) -> str:
-        if len(self.parts) > 1:
-            self.parts = ["".join(self.parts)]
+        if self._text is None:
+            self._text = _double_list_string(self.values)
+        return self._text
+
+
+_LAZY_MIN_ITEMS = 64
+
+
+class JStringBuilder:
+    """``parts`` are strings and ``ListPrint``s; ``known`` counts the characters of those
+    already measured, ``lazy`` holds those not yet (measured when the length is read) and
+    ``lazy_upper`` their most."""
+
+    __slots__ = ("known", "lazy", "lazy_upper", "parts")
+
+    def __init__(self, text: str = "") -> None:
+        self.parts: list[str | ListPrint] = [text] if text else []
+        self.known = len(text)
+        self.lazy: list[ListPrint] = []
+        self.lazy_upper = 0
+
+    @property
+    def length(self) -> int:
+        if self.lazy:
+            self.known += sum(len(item.text()) for item in self.lazy)
+            self.lazy, self.lazy_upper = [], 0
+        return self.known
+
+    @length.setter
+    def length(self, size: int) -> None:
+        self.known = size
+        self.lazy, self.lazy_upper = [], 0
+
+    def add_lazy(self, items: list[ListPrint]) -> None:
+        self.lazy.extend(items)
+        self.lazy_upper += sum(item.upper for item in items)
+
+    def text(self) -> str:
+        if len(self.parts) > 1 or self.lazy:
+            text = _joined(self.parts)
+            self.parts, self.length = [text], len(text)
         return self.parts[0] if self.parts else ""
+
+
+class LazyText:
+    """A script's String result made of strings and ``ListPrint``s, not yet joined."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[str | ListPrint]) -> None:
+        self.parts = parts
+
+    def text(self) -> str:
+        return _joined(self.parts)
+
+
+def _joined(parts: list[str | ListPrint]) -> str:
+    return "".join([part if type(part) is str else part.text() for part in parts])
 
 
 @dataclass(frozen=True, slots=True)
