@@ -102,12 +102,17 @@ class Budget:
     def lazy_string(self, known: int, lazy: list[ListPrint]) -> None:
         """Checks and charges a string made of ``known`` characters of strings
         and the ``lazy`` prints; those are printed only if their most would pass a limit."""
-        upper = known + sum(item.upper for item in lazy)
+        upper = known
+        for item in lazy:
+            upper += item.upper
         if upper > self.limits.max_string_chars:
             self.check_size(known + sum(len(item.text()) for item in lazy))
-        self.charge(known)
+        self.allocated += known
         for item in lazy:
-            self.defer(item)
+            self.lazy.append(item)
+            self.lazy_upper += item.upper
+        if self.allocated + self.lazy_upper > self.limits.max_allocated:
+            self._settle()
 
 
 def map_key(key: Any) -> Any:

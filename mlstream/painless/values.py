@@ -53,7 +53,7 @@ class JArray(list):
 
 
 class ListPrint:
-    """``String.valueOf`` of a List of finite doubles, printed only when its text is read.
+    """``String.valueOf`` of a List of doubles, printed only when its text is read.
 
     A script that prints embedding vectors into the JSON it returns (the Titan blueprint's
     style) makes strings of 400k numbers; when they end up in the returned JSON untouched,
@@ -62,7 +62,7 @@ class ListPrint:
 
     __slots__ = ("_text", "upper", "values")
 
-    # at most "-2.2250738585072014E-308" (24 characters) and ", " per number
+    # at most "-2.2250738585072014E-308" (24 characters; "-Infinity" 9) and ", " per number
     MAX_CHARS_PER_NUMBER = 26
 
     def __init__(self, values: list[float]) -> None:
@@ -72,11 +72,11 @@ class ListPrint:
 
     @staticmethod
     def of(value: Any) -> ListPrint | None:
-        """A deferred print of ``value`` when it is a long List of finite doubles."""
-        if type(value) is not list or len(value) < _LAZY_MIN_ITEMS or \
-                list(map(type, value)).count(float) != len(value):   # doubles only, no Float
-            return None
-        if not math.isfinite(sum(value)):   # a NaN or an infinity makes the sum one as well
+        """A deferred print of ``value`` when it is a long List of doubles (not Floats,
+        which print with fewer digits than they read back as). Java's ``NaN`` and
+        ``Infinity`` read back as themselves too (Python's json reads them)."""
+        if type(value) is not list or len(value) < _LAZY_MIN_ITEMS or type(value[0]) is not float \
+                or list(map(type, value)).count(float) != len(value):
             return None
         return ListPrint(value.copy())
 
