@@ -711,7 +711,7 @@ def _lazy_tensors(output: LazyText) -> list[Tensor] | None:
         skeleton = loads_json("".join(pieces).strip())
     except (ValueError, RecursionError):
         return None
-    value = _put_lists(skeleton, f"\0{nonce}:", lists)
+    value = _put_lists(skeleton, nonce, lists)
     if value is None:
         return None
     floats = {id(values) for values in lists}
@@ -722,26 +722,24 @@ def _lazy_tensors(output: LazyText) -> list[Tensor] | None:
     return None
 
 
-def _put_lists(value: Any, marker: str, lists: list[list[float]]) -> Any:
-    """``value`` with each marker string replaced by its List; None unless every marker
-    is a value of its own (not a key, not part of a longer string), each exactly once."""
+def _put_lists(value: Any, nonce: str, lists: list[list[float]]) -> Any:
+    """``value`` with each marker string replaced by its List; None unless each marker
+    was a value of its own (not a key, not inside another string: then it is not a
+    string of its own, and the count falls short)."""
+    markers = {f"\0{nonce}:{index}": index for index in range(len(lists))}
     placed = 0
     root = [value]
     stack: list[Any] = [root]
-    while stack:   # bounded: the JSON was read, so it is finite and at most 1,024 deep
+    while stack:   # bounded: the JSON was read, so it is finite
         container = stack.pop()
-        keys = container.keys() if type(container) is dict else range(len(container))
-        for key in keys:
-            if type(key) is str and marker in key:
-                return None
+        for key in (container.keys() if type(container) is dict else range(len(container))):
             item = container[key]
             kind = type(item)
-            if kind is str and item.startswith(marker):
-                index = item[len(marker):]
-                if not index.isdigit() or int(index) >= len(lists):
-                    return None
-                container[key] = lists[int(index)]
-                placed += 1
+            if kind is str:
+                index = markers.get(item)
+                if index is not None:
+                    container[key] = lists[index]
+                    placed += 1
             elif kind is dict or kind is list:
                 stack.append(item)
     return root[0] if placed == len(lists) else None

@@ -119,7 +119,7 @@ class JStringBuilder:
         self.lazy_upper += sum(item.upper for item in items)
 
     def text(self) -> str:
-        if len(self.parts) > 1 or self.lazy:
+        if len(self.parts) > 1 or self.parts and type(self.parts[0]) is not str:
             text = _joined(self.parts)
             self.parts, self.length = [text], len(text)
         return self.parts[0] if self.parts else ""
