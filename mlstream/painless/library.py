@@ -518,6 +518,17 @@ _OBJECT: dict[tuple[str, int], Callable[..., Any]] = {
 }
 
 
+def methods_named(name: str, arity: int) -> dict[type, Callable[..., Any]]:
+    """Each receiver type's method ``name/arity``, as ``call_method`` finds it (for a call
+    site to look up by the receiver's type alone)."""
+    found = {}
+    for kind, table in _METHODS.items():
+        method = table.get((name, arity)) or _OBJECT.get((name, arity))
+        if method is not None:
+            found[kind] = method
+    return found
+
+
 def call_method(budget: Budget, receiver: Any, name: str, args: list[Any]) -> Any:
     if receiver is None:
         raise _npe(f"Cannot invoke [{name}] on a null value")

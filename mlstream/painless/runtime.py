@@ -10,6 +10,7 @@ to the allocation budget; a Java exception (``Fault``) or a spent budget becomes
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -248,6 +249,17 @@ class _Compiler:
 
     def statement(self, node: Statement) -> Exec:
         line = node.line
+        if isinstance(node, ExprStatement):   # the commonest statement, in one closure
+            expr = self.expr(node.expr)
+
+            def expr_step(frame: Frame) -> None:
+                budget = frame[0]
+                budget.line = line
+                budget.steps += 1
+                if budget.steps > budget.limits.max_steps:
+                    raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
+                expr(frame)
+            return expr_step
         inner = self._statement(node)
 
         def step(frame: Frame) -> Any:
@@ -573,7 +585,12 @@ class _Compiler:
     def e_Index(self, node: Index) -> Eval:
         target = self.expr(node.target)
         index = self.expr(node.index)
-        return lambda frame: _index_get(target(frame), index(frame))
+        def get(frame: Frame) -> Any:
+            container, where = target(frame), index(frame)
+            if type(container) is list and type(where) is int and 0 <= where < len(container):
+                return container[where]
+            return _index_get(container, where)
+        return get
 
     def e_Call(self, node: Call) -> Eval:
         target = self.expr(node.target)
@@ -582,9 +599,13 @@ class _Compiler:
             return self._append(target, node.args[0], null_safe)
         args = tuple(self.expr(arg) for arg in node.args)
         call = library.call_method
+        methods = library.methods_named(name, len(args))   # receiver type -> method
 
         def invoke(frame: Frame) -> Any:
             receiver = target(frame)
+            method = methods.get(type(receiver))
+            if method is not None:
+                return method(frame[0], receiver, *[arg(frame) for arg in args])
             if receiver is None and null_safe:
                 return None
             return call(frame[0], receiver, name, [arg(frame) for arg in args])
@@ -704,6 +725,8 @@ class _Compiler:
             return lambda frame: equals(left(frame), right(frame))
         if op == "!=":
             return lambda frame: not equals(left(frame), right(frame))
+        if op in _FAST_OPS:
+            return _fast_binary(op, left, right)
         return lambda frame: binary(op, left(frame), right(frame))
 
     def e_InstanceOf(self, node: InstanceOf) -> Eval:
@@ -736,7 +759,20 @@ class _Compiler:
 
         def update(frame: Frame, old: Any) -> Any:
             return _compound(frame[0], "+", old, delta)
-        return self.assigner(node.target, update, needs_old=True, narrow=True, post=not node.prefix)
+        general = self.assigner(node.target, update, needs_old=True, narrow=True, post=not node.prefix)
+        slot = self.scope.find(node.target.name) if isinstance(node.target, Variable) else None
+        if slot is None or slot.type.dims or slot.type.name not in ("int", "def"):
+            return general
+        index, post = slot.index, not node.prefix
+
+        def increment(frame: Frame) -> Any:
+            # i++ on an int, the loop counter: what the general path makes of it, in one step
+            old = frame[index]
+            if type(old) is int and -_INT_LIMIT <= old + delta < _INT_LIMIT and -_INT_LIMIT <= old:
+                frame[index] = old + delta
+                return old if post else old + delta
+            return general(frame)
+        return increment
 
     def assigner(self, target: Expr, compute: Callable[[Frame, Any], Any], *, needs_old: bool,
                  narrow: bool, post: bool = False) -> Eval:
@@ -776,6 +812,29 @@ class _Compiler:
             new = _index_set(frame[0], receiver, where, new)
             return old if post else new
         return set_index
+
+
+_FAST_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+             "-": operator.sub, "*": operator.mul}
+
+
+def _fast_binary(op: str, left: Eval, right: Eval) -> Eval:
+    """``binary(op, ...)`` with the common cases first: two doubles, or two ints (not longs:
+    a result outside 32 bits goes to ``binary``, which wraps it)."""
+    apply = _FAST_OPS[op]
+
+    def fast(frame: Frame) -> Any:
+        a, b = left(frame), right(frame)
+        kind = type(a)
+        if kind is type(b):
+            if kind is float:
+                return apply(a, b)
+            if kind is int and -_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT:
+                value = apply(a, b)
+                if type(value) is bool or -_INT_LIMIT <= value < _INT_LIMIT:
+                    return value
+        return binary(op, a, b)
+    return fast
 
 
 def _loop(init: Exec | None, condition: Eval | None, update: Eval | None, body: Exec, do_first: bool) -> Exec:

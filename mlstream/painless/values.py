@@ -37,7 +37,7 @@ class JFloat(float):
     @staticmethod
     def of(value: float) -> JFloat:
         try:
-            return JFloat(struct.unpack("f", struct.pack("f", value))[0])
+            return JFloat(_FLOAT32.unpack(_FLOAT32.pack(value))[0])
         except OverflowError:
             return JFloat(math.copysign(math.inf, value))
 
@@ -208,13 +208,30 @@ def double_to_string(value: float) -> str:
     return _java_form(repr(value), value)
 
 
+_FLOAT32 = struct.Struct("f")
+
+
 def float_to_string(value: float) -> str:
+    """The fewest digits (``%.Ng``) that read back as the same float. Reading back is
+    monotone in N when the float's rounding interval is symmetric, as it is for all but
+    powers of two (whose lower neighbour is half as far; the tests try each of those), so
+    the search starts at six digits (a float has 6 to 9) and goes down while fewer still
+    read back, else up: two tries for most floats instead of six to nine."""
     if math.isnan(value) or value in (math.inf, -math.inf) or value == 0:
         return double_to_string(value)
-    for precision in range(1, 10):
-        text = f"{value:.{precision}g}"
-        if struct.unpack("f", struct.pack("f", float(text)))[0] == value:
-            break
+    packed = _FLOAT32.pack(value)
+    text = f"{value:.6g}"
+    if _FLOAT32.pack(float(text)) == packed:
+        for precision in range(5, 0, -1):
+            fewer = f"{value:.{precision}g}"
+            if _FLOAT32.pack(float(fewer)) != packed:
+                break
+            text = fewer
+    else:
+        for precision in range(7, 10):   # 9 digits always read back
+            text = f"{value:.{precision}g}"
+            if _FLOAT32.pack(float(text)) == packed:
+                break
     return _java_form(text, value)
 
 
