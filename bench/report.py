@@ -326,14 +326,14 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
                              f"{fmt(prof['painless_post_process_ms'])} / {fmt(prof['painless_script_run_ms'])}",
                              _printed_run(prof)))
             if "painless_float_loop_ms" in prof:
-                rows.append(("8 embeddings", f"one {prof['docs']}-doc answer through a Painless script looping "
-                                             "over every float: whole step (ms)", "",
+                rows.append(("8 embeddings", (f"one {prof['docs']}-doc answer through a Painless script looping "
+                                              "over every float: whole step (ms)"), "",
                              fmt(prof["painless_float_loop_ms"]), ""))
         script = emb.get("script_vs_builtin")
         if script:
             for p in ("p50", "p99"):
-                rows.append(("8 embeddings", f"_predict, {script['docs']} docs, built-in vs Painless post-process, "
-                                             f"c=1 {p} (ms)", fmt(script["builtin"]["ms"][p], digits=3),
+                rows.append(("8 embeddings", (f"_predict, {script['docs']} docs, built-in vs Painless post-process, "
+                                              f"c=1 {p} (ms)"), fmt(script["builtin"]["ms"][p], digits=3),
                              fmt(script["script"]["ms"][p], digits=3), _plus(script["script_added_ms"][p])))
     return rows
 

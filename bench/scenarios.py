@@ -1371,7 +1371,7 @@ def script_vs_builtin(env: Env, builtin_id: str, n: int) -> dict[str, Any]:
         outcomes = Outcomes.of(result.responses[side])
         out[side] = {"ms": summarize(values[side], 1000), "ok": outcomes.ok, "total": outcomes.total,
                      "errors": outcomes.errors}
-    added = [v - b for b, v in zip(values["builtin"], values["script"]) if b == b and v == v]
+    added = [v - b for b, v in zip(values["builtin"], values["script"]) if not (math.isnan(b) or math.isnan(v))]
     out["script_added_ms"] = summarize(added, 1000)
     out["script_over_builtin_p50"] = ratio(out["script"]["ms"]["p50"], out["builtin"]["ms"]["p50"])
     return out

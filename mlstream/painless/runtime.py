@@ -249,18 +249,8 @@ class _Compiler:
 
     def statement(self, node: Statement) -> Exec:
         line = node.line
-        if isinstance(node, ExprStatement):   # the commonest statement, in one closure
-            expr = self.expr(node.expr)
-
-            def expr_step(frame: Frame) -> None:
-                budget = frame[0]
-                budget.line = line
-                budget.steps += 1
-                if budget.steps > budget.limits.max_steps:
-                    raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
-                expr(frame)
-            return expr_step
-        inner = self._statement(node)
+        expression = isinstance(node, ExprStatement)   # the commonest: its value is dropped
+        inner = self.expr(node.expr) if expression else self._statement(node)
 
         def step(frame: Frame) -> Any:
             budget = frame[0]
@@ -268,7 +258,8 @@ class _Compiler:
             budget.steps += 1
             if budget.steps > budget.limits.max_steps:
                 raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
-            return inner(frame)
+            outcome = inner(frame)
+            return None if expression else outcome
         return step
 
     def _statement(self, node: Statement) -> Exec:
@@ -435,7 +426,7 @@ class _Compiler:
             concat = self.concat(node)
 
             def lazy_concat(frame: Frame) -> Any:
-                value, parts, known, lazy = concat(frame)
+                value, parts, _, _ = concat(frame)
                 return value if parts is None else LazyText(parts)
             return lazy_concat
         if isinstance(node, Call) and node.name == "toString" and not node.args:
@@ -615,39 +606,35 @@ class _Compiler:
         # StringBuilder.append is the hot path of the published scripts: inline it, and
         # leave the Lists of doubles added to it unprinted (ListPrint) until it is read.
         append_text, append_parts = library.append_text, library.append_parts
+        pieces: Callable[[Frame], tuple[Any, list | None, int, list]]
         if isinstance(arg, Binary) and arg.op == "+":
-            concat = self.concat(arg)
+            pieces = self.concat(arg)
 
-            def append_concat(frame: Frame) -> Any:
-                receiver = target(frame)
-                if type(receiver) is not JStringBuilder:
-                    if receiver is None and null_safe:
-                        return None
-                    value, parts, _, _ = concat(frame)
-                    return library.call_method(frame[0], receiver, "append",
-                                               [value if parts is None else LazyText(parts).text()])
-                value, parts, known, lazy = concat(frame)
-                if parts is not None:
-                    return append_parts(frame[0], receiver, parts, known, lazy)
-                return append_text(frame[0], receiver, value if type(value) is str else frame[0].text_of(value))
-            return append_concat
-        value_of = self.expr(arg)
+            def plain(frame: Frame) -> Any:
+                value, parts, _, _ = pieces(frame)
+                return value if parts is None else LazyText(parts).text()
+        else:
+            plain = self.expr(arg)
+
+            def pieces(frame: Frame) -> tuple[Any, list | None, int, list]:
+                value = plain(frame)
+                printed = ListPrint.of(value)
+                if printed is None:
+                    return value, None, 0, []
+                frame[0].lazy_string(0, [printed])   # String.valueOf(list), as text_of
+                return None, [printed], 0, [printed]
 
         def append(frame: Frame) -> Any:
             receiver = target(frame)
             if type(receiver) is not JStringBuilder:
                 if receiver is None and null_safe:
                     return None
-                return library.call_method(frame[0], receiver, "append", [value_of(frame)])
-            value = value_of(frame)
+                return library.call_method(frame[0], receiver, "append", [plain(frame)])
+            value, parts, known, lazy = pieces(frame)
             budget = frame[0]
-            if type(value) is str:
-                return append_text(budget, receiver, value)
-            printed = ListPrint.of(value)
-            if printed is not None:
-                budget.lazy_string(0, [printed])   # String.valueOf(list), as text_of
-                return append_parts(budget, receiver, [printed], 0, [printed])
-            return append_text(budget, receiver, budget.text_of(value))
+            if parts is not None:
+                return append_parts(budget, receiver, parts, known, lazy)
+            return append_text(budget, receiver, value if type(value) is str else budget.text_of(value))
         return append
 
     def e_StaticCall(self, node: StaticCall) -> Eval:

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mlstream.errors import ScriptError
 from mlstream.painless import compile_script
 from mlstream.painless.library import Budget, Limits, call_method
-from mlstream.painless.operators import binary
+from mlstream.painless.operators import Fault, binary
 from mlstream.painless.values import JFloat, JLong, _java_form, float_to_string
 
 FAST = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow], max_examples=500)
@@ -64,8 +65,9 @@ def test_arithmetic_and_comparison_shortcuts(op: str) -> None:
     script = compile_script(f"params.out = params.a {op} params.b; return null")
     for a in NUMBERS:
         for b in NUMBERS:
-            assert repr(outcome(lambda: result(script, {"a": a, "b": b}))) == \
-                repr(outcome(lambda: binary(op, a, b))), (a, op, b)
+            params = {"a": a, "b": b}
+            assert repr(outcome(lambda: result(script, params))) == \
+                repr(outcome(lambda: binary(op, params["a"], params["b"]))), (a, op, b)   # noqa: B023 (run at once)
 
 
 @FAST
@@ -118,6 +120,6 @@ def result(script: Any, params: dict[str, Any]) -> Any:
 def outcome(step: Any) -> Any:
     try:
         return step()
-    except Exception as error:   # the script's error message, or the operator's Java exception
+    except (ScriptError, Fault) as error:   # the script's error message, or the operator's Java exception
         message = getattr(error, "reason", None) or str(error)
         return ("error", re.sub(r"^Painless runtime error at line \d+: ", "", message))

@@ -84,8 +84,8 @@ def test_a_list_changed_after_it_was_printed_prints_as_it_was() -> None:
 
 
 POST_SCRIPTS = [
-    ("tensor-list", "def b = new StringBuilder('['); b.append('{\"name\":\"e\",\"data_type\":\"FLOAT32\",\"data\":' "
-                    "+ params.v + '}'); return b.append(']').toString()"),
+    ("tensor-list", ("def b = new StringBuilder('['); b.append('{\"name\":\"e\",\"data_type\":\"FLOAT32\",\"data\":' "
+                     "+ params.v + '}'); return b.append(']').toString()")),
     ("tensor", "return '{\"name\":\"e\",\"data_type\":\"FLOAT32\",\"data\":' + params.v + '}'"),
     ("nested", "return '{\"name\":\"e\",\"data_type\":\"FLOAT32\",\"data\":[' + params.v + ']}'"),
     ("in-a-string", "return '{\"name\":\"e\",\"result\":\"' + params.v + '\"}'"),
@@ -95,8 +95,8 @@ POST_SCRIPTS = [
     ("alone", "return '' + params.v"),
     ("text", "return 'vector: ' + params.v"),
     ("leading-space", "return '  {\"name\":\"e\",\"data_type\":\"FLOAT32\",\"data\":' + params.v + '}  '"),
-    ("twice", "return '[{\"name\":\"a\",\"data_type\":\"FLOAT32\",\"data\":' + params.v + '},"
-              "{\"name\":\"b\",\"data_type\":\"FLOAT32\",\"data\":' + params.v + '}]'"),
+    ("twice", ("return '[{\"name\":\"a\",\"data_type\":\"FLOAT32\",\"data\":' + params.v + '},"
+               "{\"name\":\"b\",\"data_type\":\"FLOAT32\",\"data\":' + params.v + '}]'")),
 ]
 
 
