@@ -99,6 +99,12 @@ class Budget:
             raise BudgetExceeded(f"the script built a string longer than {self.limits.max_string_chars} "
                                  "characters (max_string_chars)")
 
+    def lazy_print(self, item: ListPrint) -> None:
+        """``text_of`` of a List left unprinted: the same checks, the same charge."""
+        if 2 * len(item.values) > self.limits.max_string_chars:
+            _check_printable(item.values, self.limits.max_string_chars)
+        self.lazy_string(0, [item])
+
     def lazy_string(self, known: int, lazy: list[ListPrint]) -> None:
         """Checks and charges a string made of ``known`` characters of strings
         and the ``lazy`` prints; those are printed only if their most would pass a limit."""

@@ -479,7 +479,7 @@ class _Compiler:
                 else:
                     printed = ListPrint.of(item)
                     if printed is not None:
-                        budget.lazy_string(0, [printed])     # String.valueOf(list), as text_of
+                        budget.lazy_print(printed)     # String.valueOf(list), as text_of
                         parts.append(printed)
                         lazy.append(printed)
                         budget.lazy_string(known, lazy)      # the string made so far, as _plus
@@ -621,7 +621,7 @@ class _Compiler:
                 printed = ListPrint.of(value)
                 if printed is None:
                     return value, None, 0, []
-                frame[0].lazy_string(0, [printed])   # String.valueOf(list), as text_of
+                frame[0].lazy_print(printed)   # String.valueOf(list), as text_of
                 return None, [printed], 0, [printed]
 
         def append(frame: Frame) -> Any:

@@ -127,6 +127,13 @@ def test_budgets_stop_exactly_where_the_printed_text_would(kind: str) -> None:
         script.run({"v": values}, Limits(max_allocated=spent - 1))
 
 
+@pytest.mark.parametrize("source", ["return '' + params.v", "def b = new StringBuilder(); b.append(params.v)"])
+def test_a_list_too_long_to_print_is_refused_as_when_printed(source: str) -> None:
+    # two characters a number at least: 70 numbers cannot print within 100 characters
+    with pytest.raises(ScriptError, match="would print a value longer than 100 characters"):
+        compile_script(source).run({"v": padded([0.5])}, Limits(max_string_chars=100))
+
+
 def test_a_growing_builder_of_lazy_prints_stops_at_its_limit() -> None:
     source = "def b = new StringBuilder(); while (true) { b.append(params.v) }"
     with pytest.raises(ScriptError, match="max_string_chars"):
