@@ -52,7 +52,7 @@ class Budget:
     their most (``lazy_upper``) until that would pass a limit; then they are printed and
     counted exactly, so that a run stops exactly where it would had they been printed."""
 
-    __slots__ = ("allocated", "depth", "lazy", "lazy_upper", "limits", "line", "steps")
+    __slots__ = ("allocated", "depth", "lazy", "lazy_upper", "limits", "line", "steps", "unfrozen")
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -62,6 +62,16 @@ class Budget:
         self.line = 0
         self.lazy: list[ListPrint] = []
         self.lazy_upper = 0
+        self.unfrozen: list[ListPrint] = []   # printed lazily, still the List itself, not a copy
+
+    def list_written(self) -> None:
+        """Called before any List changes: the Lists printed lazily so far keep the content
+        they were printed with (copied now, only when a script changes a List after it
+        printed one)."""
+        if self.unfrozen:
+            for item in self.unfrozen:
+                item.values = item.values.copy()
+            self.unfrozen = []
 
     def charge(self, amount: int) -> None:
         self.allocated += amount
@@ -104,6 +114,7 @@ class Budget:
         if 2 * len(item.values) > self.limits.max_string_chars:
             _check_printable(item.values, self.limits.max_string_chars)
         self.lazy_string(0, [item])
+        self.unfrozen.append(item)
 
     def lazy_string(self, known: int, lazy: list[ListPrint]) -> None:
         """Checks and charges a string made of ``known`` characters of strings
@@ -312,6 +323,7 @@ def _list_add(budget: Budget, lst: list, value: Any) -> bool:
     if type(lst) is JArray:
         raise Fault("UnsupportedOperationException", "an array has a fixed length")
     budget.charge(1)
+    budget.list_written()
     lst.append(value)
     return True
 
@@ -321,12 +333,14 @@ def _list_insert(budget: Budget, lst: list, i: Any, value: Any) -> None:
     if not 0 <= index <= len(lst):
         raise Fault("IndexOutOfBoundsException", f"Index: {index}, Size: {len(lst)}")
     budget.charge(1)
+    budget.list_written()
     lst.insert(index, value)
 
 
 def _list_add_all(budget: Budget, lst: list, other: Any) -> bool:
     items = _need(other, list, "addAll's argument")
     budget.charge(len(items))
+    budget.list_written()
     lst.extend(items)
     return bool(items)
 
@@ -368,11 +382,11 @@ _LIST: dict[tuple[str, int], Callable[..., Any]] = {
     ("add", 1): lambda b, l, v: _list_add(b, l, v),
     ("add", 2): lambda b, l, i, v: _list_insert(b, l, i, v),
     ("addAll", 1): lambda b, l, o: _list_add_all(b, l, o),
-    ("set", 2): lambda b, l, i, v: _list_set(l, i, v),
-    ("remove", 1): lambda b, l, v: _list_remove(l, v),
+    ("set", 2): lambda b, l, i, v: (b.list_written(), _list_set(l, i, v))[1],
+    ("remove", 1): lambda b, l, v: (b.list_written(), _list_remove(l, v))[1],
     ("contains", 1): lambda b, l, v: _list_index_of(l, v) >= 0,
     ("indexOf", 1): lambda b, l, v: _list_index_of(l, v),
-    ("clear", 0): lambda b, l: l.clear(),
+    ("clear", 0): lambda b, l: (b.list_written(), l.clear())[1],
     ("subList", 2): lambda b, l, i, j: _sub_list(b, l, i, j),
     ("getLength", 0): lambda b, l: len(l),
 }

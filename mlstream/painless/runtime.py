@@ -941,7 +941,9 @@ def _index_set(budget: Budget, container: Any, index: Any, value: Any) -> Any:
         container[_list_position(container, index)] = value
         return value
     if kind is list:
-        container[_list_position(container, index)] = value
+        position = _list_position(container, index)
+        budget.list_written()
+        container[position] = value
         return value
     if kind is dict:
         if library.map_key(index) not in container:

@@ -58,7 +58,8 @@ class ListPrint:
     A script that prints embedding vectors into the JSON it returns (the Titan blueprint's
     style) makes strings of 400k numbers; when they end up in the returned JSON untouched,
     the caller can take the numbers back without printing and reading them again
-    (``LazyText``). ``values`` is a copy: the List may change after it was printed."""
+    (``LazyText``). ``values`` is the List itself until the script changes a List; then a
+    copy (``Budget.list_written``), so that it prints as it was."""
 
     __slots__ = ("_text", "upper", "values")
 
@@ -78,7 +79,7 @@ class ListPrint:
         if type(value) is not list or len(value) < _LAZY_MIN_ITEMS or type(value[0]) is not float \
                 or list(map(type, value)).count(float) != len(value):
             return None
-        return ListPrint(value.copy())
+        return ListPrint(value)
 
     def text(self) -> str:
         if self._text is None:

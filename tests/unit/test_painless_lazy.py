@@ -77,10 +77,23 @@ def test_a_lazy_print_reads_as_the_printed_text(source: str, values: list[float]
     assert compile_script(source).run({"v": values}) == expected[sources.index(source)]
 
 
-def test_a_list_changed_after_it_was_printed_prints_as_it_was() -> None:
-    source = "def b = new StringBuilder(); b.append(params.v); params.v.set(0, 2.5); return b.toString()"
-    values = padded([0.25])
-    assert compile_script(source).run({"v": values}) == each(padded([0.25]))
+CHANGES = ["params.v.set(0, 2.5)", "params.v.add(2.5)", "params.v.add(0, 2.5)", "params.v.addAll([2.5])",
+           "params.v.remove(0)", "params.v.remove(0.25)", "params.v.clear()", "params.v[0] = 2.5",
+           "params.v[0] += 1", "params.v[1]++", "params.other.add(1)"]
+
+
+@pytest.mark.parametrize("change", CHANGES)
+@pytest.mark.parametrize("kind", ["text", "tensors"])
+def test_a_list_changed_after_it_was_printed_prints_as_it_was(change: str, kind: str) -> None:
+    source = ("def b = new StringBuilder('{\"name\":\"e\",\"data_type\":\"FLOAT32\",\"data\":'); "
+              f"b.append(params.v); {change}; return b.append('}}').toString()")
+    values = padded([0.25, 0.5])
+    if kind == "text":
+        text = compile_script(source).run({"v": values, "other": []})
+        assert text.endswith(each(padded([0.25, 0.5])) + "}")
+    else:
+        tensors = post_process_script(source, {}, json.dumps({"v": values, "other": []}).encode())
+        assert tensors[0]["data"] == padded([0.25, 0.5])
 
 
 POST_SCRIPTS = [
