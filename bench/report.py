@@ -111,6 +111,14 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         add("OpenAI front first token, concurrency 1, p50", "within 10 % of _predict/stream",
             f"{fmt(_get(first, 'openai', 'ms', 'p50'), ' ms', 3)} vs {fmt(_get(first, 'ml_commons', 'ms', 'p50'), ' ms', 3)}"
             f" (direct {fmt(_get(first, 'direct', 'ms', 'p50'), ' ms', 3)}): {fmt(r)}", r is not None and r <= 1.1)
+    script = _get(s, "embedding_predict", "script_vs_builtin")
+    if script:
+        r = script.get("script_over_builtin_p50")
+        add(f"_predict of {script['docs']} embeddings, Painless post-process vs built-in, c=1 p50",
+            f"≤ {script['goal']} × the built-in path",
+            f"{fmt(_get(script, 'script', 'ms', 'p50'), ' ms', 3)} vs {fmt(_get(script, 'builtin', 'ms', 'p50'), ' ms', 3)}"
+            f" (direct {fmt(_get(script, 'direct', 'ms', 'p50'), ' ms', 3)}): {fmt(r)}",
+            r is not None and r <= script["goal"])
     idle = results.get("idle", {})
     if idle:
         mb = idle.get("rss_kb", 0) / 1024
@@ -329,8 +337,24 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
             if "painless_post_process_ms" in prof:
                 rows.append(("8 embeddings", f"one {prof['docs']}-doc answer through a Painless post-process "
                                              "script: whole step / script run (ms)", "",
-                             f"{fmt(prof['painless_post_process_ms'])} / {fmt(prof['painless_script_run_ms'])}", ""))
+                             f"{fmt(prof['painless_post_process_ms'])} / {fmt(prof['painless_script_run_ms'])}",
+                             _printed_run(prof)))
+            if "painless_float_loop_ms" in prof:
+                rows.append(("8 embeddings", (f"one {prof['docs']}-doc answer through a Painless script looping "
+                                              "over every float: whole step (ms)"), "",
+                             fmt(prof["painless_float_loop_ms"]), ""))
+        script = emb.get("script_vs_builtin")
+        if script:
+            for p in ("p50", "p99"):
+                rows.append(("8 embeddings", (f"_predict, {script['docs']} docs, built-in vs Painless post-process, "
+                                              f"c=1 {p} (ms)"), fmt(script["builtin"]["ms"][p], digits=3),
+                             fmt(script["script"]["ms"][p], digits=3), _plus(script["script_added_ms"][p])))
     return rows
+
+
+def _printed_run(prof: dict[str, Any]) -> str:
+    printed = prof.get("painless_script_run_printed_ms")
+    return f"(String printed whole: {fmt(printed)})" if printed is not None else ""
 
 
 def _source(source: dict[str, Any]) -> str:

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from mlstream import processing, speedups
 from mlstream.painless import compile_script
 from mlstream.testing.embeddings import openai_embeddings
-from mlstream.testing.painless_scripts import OPENAI_EMBEDDING_POST
+from mlstream.testing.painless_scripts import OPENAI_EMBEDDING_POST, QUANTIZED_POST
 from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, parse_scenario
 
 from .loadgen import (DIRECT, MLSTREAM, PLAIN, WHOLE, Dialect, LoadGenerator, Outcomes, Request, Response,
@@ -1296,7 +1296,12 @@ def embedding_predict(env: Env) -> dict[str, Any]:
     tensors, with the JSON codec mlstream uses (``speedups``) and with the stdlib's; and
     the same answer through a Painless post-process script that prints each vector into
     the tensors' JSON (``OPENAI_EMBEDDING_POST``): the whole step (decoding the answer,
-    running the script, reading its JSON) and the script's run alone.
+    running the script, reading its JSON) and the script's run alone (as the step runs it,
+    the vectors left unprinted, and with its String printed whole); and the tutorial's
+    script that loops over every float (``QUANTIZED_POST``, best of 2), whole step.
+
+    ``script_vs_builtin``: 256 documents end to end through the built-in post-process
+    function and through the Painless script (:func:`script_vs_builtin`).
     """
     cfg = env.cfg
     model_id = register_connector(env.admin, openai_embedding_connector(env.fake.address), "bench embeddings")
@@ -1323,7 +1328,52 @@ def embedding_predict(env: Env) -> dict[str, Any]:
         entry["response_bytes"] = {side: result.responses[side][0].nbytes if result.responses[side] else None
                                    for side in SIDES}
         out["docs"][str(n)] = entry
+    out["script_vs_builtin"] = script_vs_builtin(env, model_id, POST_PROFILE_DOCS)
     out["post_process_profile"] = post_process_profile(POST_PROFILE_DOCS)
+    return out
+
+
+SCRIPT_SIDES = ("direct", "builtin", "script")
+SCRIPT_GOAL = 1.25   # the script path's p50 total over the built-in path's: "does not dominate"
+
+
+def script_vs_builtin(env: Env, builtin_id: str, n: int) -> dict[str, Any]:
+    """The same n-document ``_predict`` through the blueprint's connector (built-in
+    ``connector.post_process.openai.embedding``) and through one whose post-process function
+    is the Painless script ``OPENAI_EMBEDDING_POST``, with the direct request for scale:
+    concurrency 1, the three alternated request by request, ``latency_pause_ms`` apart.
+    The goal's figure is the script path's p50 total over the built-in path's."""
+    cfg = env.cfg
+    connector = openai_embedding_connector(env.fake.address)
+    connector["actions"][0]["post_process_function"] = OPENAI_EMBEDDING_POST
+    script_id = register_connector(env.admin, connector, "bench embeddings, Painless post-process")
+    docs = [f"bench document {i}: the quick brown fox jumps over the lazy dog" for i in range(n)]
+    answers = [env.admin.ok("POST", f"/_plugins/_ml/models/{model}/_predict", {"text_docs": docs})
+               for model in (builtin_id, script_id)]
+    if answers[0] != answers[1]:
+        raise RuntimeError("preflight embeddings: the Painless script's answer differs from the built-in one")
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    targets = {
+        "direct": (env.fake.address, build_request(env.fake.address, "/v1/embeddings",
+                                                   {"model": EMBEDDING_MODEL, "input": docs}, dialect=PLAIN,
+                                                   stream=False, headers=auth, label="direct")),
+        **{side: (env.mlstream.address, build_request(env.mlstream.address, f"/_plugins/_ml/models/{model}/_predict",
+                                                      {"text_docs": docs}, dialect=PLAIN, stream=False, label=side))
+           for side, model in (("builtin", builtin_id), ("script", script_id))},
+    }
+    result = alternate(targets, cfg.embedding_pairs, pause=cfg.latency_pause_ms / 1000, warmup=5, timeout=600)
+    env.generator_runs.append({"label": f"embeddings {n} docs, script vs built-in", "wall": round(result.wall, 3),
+                               "cpu": round(result.cpu, 3)})
+    values = {side: [r.t_end - r.t_write if r.ok else math.nan for r in result.responses[side]]
+              for side in SCRIPT_SIDES}
+    out: dict[str, Any] = {"docs": n, "pause_ms": cfg.latency_pause_ms, "goal": SCRIPT_GOAL}
+    for side in SCRIPT_SIDES:
+        outcomes = Outcomes.of(result.responses[side])
+        out[side] = {"ms": summarize(values[side], 1000), "ok": outcomes.ok, "total": outcomes.total,
+                     "errors": outcomes.errors}
+    added = [v - b for b, v in zip(values["builtin"], values["script"]) if not (math.isnan(b) or math.isnan(v))]
+    out["script_added_ms"] = summarize(added, 1000)
+    out["script_over_builtin_p50"] = ratio(out["script"]["ms"]["p50"], out["builtin"]["ms"]["p50"])
     return out
 
 
@@ -1333,10 +1383,10 @@ def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
     payload = openai_embeddings({"input": docs}, EMBEDDING_MODEL)
     function = "connector.post_process.openai.embedding"
 
-    def best(step: Callable[[], Any]) -> tuple[Any, float]:
+    def best(step: Callable[[], Any], times_run: int = repeat) -> tuple[Any, float]:
         times = []
         value = None
-        for _ in range(repeat):
+        for _ in range(times_run):
             start = time.perf_counter()
             value = step()
             times.append(time.perf_counter() - start)
@@ -1352,12 +1402,19 @@ def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
     if script_tensors != tensors:
         raise RuntimeError("the Painless post-process script's tensors differ from the built-in function's")
     script = compile_script(OPENAI_EMBEDDING_POST)
-    _, painless_run = best(lambda: script.run(answer))
+    _, painless_run = best(lambda: script.run(answer, lazy=True))
+    _, painless_run_printed = best(lambda: script.run(answer))
+    # the tutorial's loop over every float (semantic_search_with_byte_quantized_vector.md)
+    floats_payload = speedups.dumps_json({"embeddings": {"float": [item["embedding"] for item in answer["data"]]}})
+    loop_tensors, loop = best(lambda: processing.post_process_script(QUANTIZED_POST, {}, floats_payload), 2)
+    if [len(t["data"]) for t in loop_tensors] != [EMBEDDING_DIMENSIONS] * n:
+        raise RuntimeError("the per-float Painless script's tensors have the wrong shape")
     return {"docs": n, "dimensions": EMBEDDING_DIMENSIONS, "upstream_bytes": len(payload), "answer_bytes": len(encoded),
             "codec": "orjson" if speedups.orjson is not None else "stdlib",
             "decode_ms": decode, "post_process_ms": post, "encode_ms": encode,
             "stdlib_decode_ms": stdlib_decode, "stdlib_encode_ms": stdlib_encode,
-            "painless_post_process_ms": painless, "painless_script_run_ms": painless_run}
+            "painless_post_process_ms": painless, "painless_script_run_ms": painless_run,
+            "painless_script_run_printed_ms": painless_run_printed, "painless_float_loop_ms": loop}
 
 
 # =========================================================================== 9. provider relay

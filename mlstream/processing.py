@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,7 @@ from typing import Any
 from .errors import BadRequest, JsonPathError, PathNotFound, ScriptError, UpstreamError
 from .jsonpath import compile_path
 from .painless import Script, compile_script
-from .painless.values import double_to_string
+from .painless.values import LazyText, double_to_string
 from .speedups import loads_json
 
 __all__ = [
@@ -662,7 +663,12 @@ def post_process_script(function: str, parameters: Mapping[str, Any], payload: b
         answer = {"result": answer}
     elif not isinstance(answer, dict):
         raise BadRequest("Unsupported response type: the model's answer is neither a JSON object nor an array")
-    output = script.run(answer)
+    output = script.run(answer, lazy=True)
+    if type(output) is LazyText:
+        tensors = _lazy_tensors(output)
+        if tensors is not None:
+            return tensors
+        output = output.text()
     if output is None:
         return None
     if not isinstance(output, str):
@@ -681,7 +687,65 @@ def post_process_script(function: str, parameters: Mapping[str, Any], payload: b
     return [{"name": "response", "dataAsMap": {"response": output}}]
 
 
-def _script_tensor(item: Any) -> Tensor:
+def _lazy_tensors(output: LazyText) -> list[Tensor] | None:
+    """The tensors of a script's JSON text with Lists of doubles in it not yet printed
+    (``ListPrint``), without printing them and reading them back: the JSON is read with a
+    marker string in place of each List, then each marker is replaced by its List. A
+    List's Java text reads back as the same doubles (the shortest digits that do), so the
+    value is the one the whole text would read as. None when the text is not read that
+    way (a List inside a JSON string or as a key, text that is not JSON): then the
+    caller reads the whole text."""
+    first = output.parts[0] if output.parts else ""
+    if type(first) is not str or first.lstrip()[:1] not in ("{", "["):
+        return None
+    nonce = secrets.token_hex(8)   # a script cannot write a marker it cannot know
+    lists: list[list[float]] = []
+    pieces: list[str] = []
+    for part in output.parts:
+        if type(part) is str:
+            pieces.append(part)
+        else:
+            pieces.append(f'"\\u0000{nonce}:{len(lists)}"')
+            lists.append(part.values)
+    try:
+        skeleton = loads_json("".join(pieces).strip())
+    except (ValueError, RecursionError):
+        return None
+    value = _put_lists(skeleton, nonce, lists)
+    if value is None:
+        return None
+    floats = {id(values) for values in lists}
+    if isinstance(value, dict):
+        return [_script_tensor(value, floats)]
+    if isinstance(value, list):
+        return [_script_tensor(item, floats) for item in value]
+    return None
+
+
+def _put_lists(value: Any, nonce: str, lists: list[list[float]]) -> Any:
+    """``value`` with each marker string replaced by its List; None unless each marker
+    was a value of its own (not a key, not inside another string: then it is not a
+    string of its own, and the count falls short)."""
+    markers = {f"\0{nonce}:{index}": index for index in range(len(lists))}
+    placed = 0
+    root = [value]
+    stack: list[Any] = [root]
+    while stack:   # bounded: the JSON was read, so it is finite
+        container = stack.pop()
+        for key in (container.keys() if type(container) is dict else range(len(container))):
+            item = container[key]
+            kind = type(item)
+            if kind is str:
+                index = markers.get(item)
+                if index is not None:
+                    container[key] = lists[index]
+                    placed += 1
+            elif kind is dict or kind is list:
+                stack.append(item)
+    return root[0] if placed == len(lists) else None
+
+
+def _script_tensor(item: Any, floats: set[int] = frozenset()) -> Tensor:
     """``ModelTensor.parser``: known fields kept in ``toXContent`` order, others skipped."""
     if not isinstance(item, dict):
         raise ScriptError("post_process_function returned a JSON array whose elements are not tensor objects")
@@ -701,7 +765,7 @@ def _script_tensor(item: Any) -> Tensor:
         tensor["shape"] = [int(n) for n in shape]
     data = item.get("data")
     if data_type is not None and isinstance(data, list) and data:
-        if not set(map(type, data)) <= {int, float}:
+        if id(data) not in floats and not set(map(type, data)) <= {int, float}:
             raise ScriptError("post_process_function returned a tensor whose data is not a list of numbers")
         tensor["data"] = data
     if isinstance(item.get("result"), str):

@@ -59,8 +59,10 @@ class Script:
         self.source = source
         self._compiled = compiled
 
-    def run(self, params: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> Any:
-        return self._compiled.run(params, limits)
+    def run(self, params: dict[str, Any], limits: Limits = DEFAULT_LIMITS, *, lazy: bool = False) -> Any:
+        """The script's value. With ``lazy``, a String it returns may come as a
+        ``LazyText``: its parts, the Lists of doubles printed into it not yet printed."""
+        return self._compiled.run(params, limits, lazy=lazy)
 
 
 _cache: OrderedDict[str, Script] = OrderedDict()

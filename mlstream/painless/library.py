@@ -20,6 +20,7 @@ from .values import (
     JFloat,
     JLong,
     JStringBuilder,
+    ListPrint,
     double_to_string,
     float_to_string,
     java_string,
@@ -47,7 +48,11 @@ class BudgetExceeded(Exception):
 
 
 class Budget:
-    __slots__ = ("allocated", "depth", "limits", "line", "steps")
+    """What a run has spent. ``ListPrint``s not yet printed (``lazy``) are counted at
+    their most (``lazy_upper``) until that would pass a limit; then they are printed and
+    counted exactly, so that a run stops exactly where it would had they been printed."""
+
+    __slots__ = ("allocated", "depth", "lazy", "lazy_upper", "limits", "line", "steps", "unfrozen")
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -55,9 +60,34 @@ class Budget:
         self.allocated = 0
         self.depth = 0
         self.line = 0
+        self.lazy: list[ListPrint] = []
+        self.lazy_upper = 0
+        self.unfrozen: list[ListPrint] = []   # printed lazily, still the List itself, not a copy
+
+    def list_written(self) -> None:
+        """Called before any List changes: the Lists printed lazily so far keep the content
+        they were printed with (copied now, only when a script changes a List after it
+        printed one)."""
+        if self.unfrozen:
+            for item in self.unfrozen:
+                item.values = item.values.copy()
+            self.unfrozen = []
 
     def charge(self, amount: int) -> None:
         self.allocated += amount
+        if self.allocated + self.lazy_upper > self.limits.max_allocated:
+            self._settle()
+
+    def defer(self, item: ListPrint) -> None:
+        """Charges ``item``'s text once, printed only if the run comes near its limit."""
+        self.lazy.append(item)
+        self.lazy_upper += item.upper
+        if self.allocated + self.lazy_upper > self.limits.max_allocated:
+            self._settle()
+
+    def _settle(self) -> None:
+        self.allocated += sum(len(item.text()) for item in self.lazy)
+        self.lazy, self.lazy_upper = [], 0
         if self.allocated > self.limits.max_allocated:
             raise BudgetExceeded(f"the script allocated more than {self.limits.max_allocated} "
                                  "characters and elements (max_allocated)")
@@ -70,11 +100,36 @@ class Budget:
         return self.string(java_string(value))
 
     def string(self, text: str) -> str:
-        if len(text) > self.limits.max_string_chars:
-            raise BudgetExceeded(f"the script built a string longer than {self.limits.max_string_chars} "
-                                 "characters (max_string_chars)")
+        self.check_size(len(text))
         self.charge(len(text))
         return text
+
+    def check_size(self, size: int) -> None:
+        if size > self.limits.max_string_chars:
+            raise BudgetExceeded(f"the script built a string longer than {self.limits.max_string_chars} "
+                                 "characters (max_string_chars)")
+
+    def lazy_print(self, item: ListPrint) -> None:
+        """``text_of`` of a List left unprinted: the same checks, the same charge."""
+        if 2 * len(item.values) > self.limits.max_string_chars:
+            _check_printable(item.values, self.limits.max_string_chars)
+        self.lazy_string(0, [item])
+        self.unfrozen.append(item)
+
+    def lazy_string(self, known: int, lazy: list[ListPrint]) -> None:
+        """Checks and charges a string made of ``known`` characters of strings
+        and the ``lazy`` prints; those are printed only if their most would pass a limit."""
+        upper = known
+        for item in lazy:
+            upper += item.upper
+        if upper > self.limits.max_string_chars:
+            self.check_size(known + sum(len(item.text()) for item in lazy))
+        self.allocated += known
+        for item in lazy:
+            self.lazy.append(item)
+            self.lazy_upper += item.upper
+        if self.allocated + self.lazy_upper > self.limits.max_allocated:
+            self._settle()
 
 
 def map_key(key: Any) -> Any:
@@ -268,6 +323,7 @@ def _list_add(budget: Budget, lst: list, value: Any) -> bool:
     if type(lst) is JArray:
         raise Fault("UnsupportedOperationException", "an array has a fixed length")
     budget.charge(1)
+    budget.list_written()
     lst.append(value)
     return True
 
@@ -277,12 +333,14 @@ def _list_insert(budget: Budget, lst: list, i: Any, value: Any) -> None:
     if not 0 <= index <= len(lst):
         raise Fault("IndexOutOfBoundsException", f"Index: {index}, Size: {len(lst)}")
     budget.charge(1)
+    budget.list_written()
     lst.insert(index, value)
 
 
 def _list_add_all(budget: Budget, lst: list, other: Any) -> bool:
     items = _need(other, list, "addAll's argument")
     budget.charge(len(items))
+    budget.list_written()
     lst.extend(items)
     return bool(items)
 
@@ -324,11 +382,11 @@ _LIST: dict[tuple[str, int], Callable[..., Any]] = {
     ("add", 1): lambda b, l, v: _list_add(b, l, v),
     ("add", 2): lambda b, l, i, v: _list_insert(b, l, i, v),
     ("addAll", 1): lambda b, l, o: _list_add_all(b, l, o),
-    ("set", 2): lambda b, l, i, v: _list_set(l, i, v),
-    ("remove", 1): lambda b, l, v: _list_remove(l, v),
+    ("set", 2): lambda b, l, i, v: (b.list_written(), _list_set(l, i, v))[1],
+    ("remove", 1): lambda b, l, v: (b.list_written(), _list_remove(l, v))[1],
     ("contains", 1): lambda b, l, v: _list_index_of(l, v) >= 0,
     ("indexOf", 1): lambda b, l, v: _list_index_of(l, v),
-    ("clear", 0): lambda b, l: l.clear(),
+    ("clear", 0): lambda b, l: (b.list_written(), l.clear())[1],
     ("subList", 2): lambda b, l, i, j: _sub_list(b, l, i, j),
     ("getLength", 0): lambda b, l: len(l),
 }
@@ -367,14 +425,31 @@ _MAP: dict[tuple[str, int], Callable[..., Any]] = {
 # ------------------------------------------------------------------ StringBuilder
 
 def _append(budget: Budget, sb: JStringBuilder, value: Any) -> JStringBuilder:
-    text = value if type(value) is str else budget.text_of(value)
-    size = sb.length + len(text)
+    return append_text(budget, sb, value if type(value) is str else budget.text_of(value))
+
+
+def append_text(budget: Budget, sb: JStringBuilder, text: str) -> JStringBuilder:
+    size = sb.known + sb.lazy_upper + len(text)
     if size > budget.limits.max_string_chars:
-        raise BudgetExceeded(f"the script built a string longer than {budget.limits.max_string_chars} "
-                             "characters (max_string_chars)")
+        budget.check_size(sb.length + len(text))
     budget.charge(len(text))
     sb.parts.append(text)
-    sb.length = size
+    sb.known += len(text)
+    return sb
+
+
+def append_parts(budget: Budget, sb: JStringBuilder, parts: list[str | ListPrint], known: int,
+                 lazy: list[ListPrint]) -> JStringBuilder:
+    """``sb.append(text)`` for a text made of ``parts`` (``known`` characters of strings
+    and the ``lazy`` prints), charged as the string it is."""
+    if sb.known + sb.lazy_upper + known + sum(item.upper for item in lazy) > budget.limits.max_string_chars:
+        budget.check_size(sb.length + known + sum(len(item.text()) for item in lazy))
+    budget.charge(known)
+    for item in lazy:
+        budget.defer(item)
+    sb.parts.extend(parts)
+    sb.known += known
+    sb.add_lazy(lazy)
     return sb
 
 
@@ -461,6 +536,17 @@ _OBJECT: dict[tuple[str, int], Callable[..., Any]] = {
     ("toString", 0): lambda b, v: b.text_of(v),
     ("equals", 1): lambda b, v, o: equals(v, o),
 }
+
+
+def methods_named(name: str, arity: int) -> dict[type, Callable[..., Any]]:
+    """Each receiver type's method ``name/arity``, as ``call_method`` finds it (for a call
+    site to look up by the receiver's type alone)."""
+    found = {}
+    for kind, table in _METHODS.items():
+        method = table.get((name, arity)) or _OBJECT.get((name, arity))
+        if method is not None:
+            found[kind] = method
+    return found
 
 
 def call_method(budget: Budget, receiver: Any, name: str, args: list[Any]) -> Any:

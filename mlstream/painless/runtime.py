@@ -10,6 +10,7 @@ to the allocation budget; a Java exception (``Fault``) or a spent budget becomes
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,8 @@ from .values import (
     JFloat,
     JLong,
     JStringBuilder,
+    LazyText,
+    ListPrint,
     type_name,
     wrap_int,
     wrap_long,
@@ -138,7 +141,8 @@ class CompiledScript:
         self._frame_size = frame_size
         self._params_slot = params_slot
 
-    def run(self, params: dict[str, Any], limits: Limits) -> Any:
+    def run(self, params: dict[str, Any], limits: Limits, *, lazy: bool = False) -> Any:
+        """The script's value; with ``lazy``, a String it returns may be a ``LazyText``."""
         budget = Budget(limits)
         frame: Frame = [None] * self._frame_size
         frame[0] = budget
@@ -161,7 +165,9 @@ class CompiledScript:
             raise ScriptError(f"Painless runtime error at line {budget.line}: {INTERNAL} "
                               f"({type(error).__name__})") from None
         if isinstance(outcome, _Returned):
-            return outcome.value
+            outcome = outcome.value
+        if type(outcome) is LazyText and not lazy:
+            return outcome.text()
         return outcome
 
 
@@ -186,6 +192,7 @@ class _Compiler:
         self.scope = _Scope(None, [1])
         self.loops = 0
         self.returns: TypeName = TypeName("def")
+        self.top_level = False   # compiling the script's body, whose return ends the run
 
     # ------------------------------------------------------------ program
 
@@ -195,7 +202,9 @@ class _Compiler:
         self.scope = _Scope(None, [1])
         params_slot = self.scope.declare("params", TypeName("Map"), 0, 0).index
         self.returns = TypeName("String")
+        self.top_level = True
         body = self.statements(self.program.body, implicit_return=True)
+        self.top_level = False
         return CompiledScript(body, self.scope.counter[0], params_slot)
 
     def function(self, info: _FunctionInfo) -> None:
@@ -240,7 +249,8 @@ class _Compiler:
 
     def statement(self, node: Statement) -> Exec:
         line = node.line
-        inner = self._statement(node)
+        expression = isinstance(node, ExprStatement)   # the commonest: its value is dropped
+        inner = self.expr(node.expr) if expression else self._statement(node)
 
         def step(frame: Frame) -> Any:
             budget = frame[0]
@@ -248,7 +258,8 @@ class _Compiler:
             budget.steps += 1
             if budget.steps > budget.limits.max_steps:
                 raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
-            return inner(frame)
+            outcome = inner(frame)
+            return None if expression else outcome
         return step
 
     def _statement(self, node: Statement) -> Exec:
@@ -292,6 +303,16 @@ class _Compiler:
         raise AssertionError(node)  # pragma: no cover
 
     def return_of(self, node: Expr, line: int) -> Exec:
+        value = self.lazy_text(node) if self.top_level else None
+        if value is not None:
+            # the script's String result: the caller joins its parts, or reads the numbers
+            # of the ListPrints in it without printing them (processing.post_process_script)
+            def return_lazy(frame: Frame) -> _Returned:
+                result = value(frame)
+                if type(result) is LazyText:
+                    return _Returned(result)
+                return _Returned(library.coerce(result, "String", 0, "as the return value"))
+            return return_lazy
         value = self.expr(node)
         rtype = self.returns
         if rtype.name == "void":
@@ -396,6 +417,82 @@ class _Compiler:
             return None
         return run_each
 
+    # ------------------------------------------------------------ lazy strings
+
+    def lazy_text(self, node: Expr) -> Eval | None:
+        """``node``'s value with Lists of doubles in it left unprinted (a ``LazyText``),
+        when ``node`` is a ``+`` chain or ``sb.toString()``; None for other nodes."""
+        if isinstance(node, Binary) and node.op == "+":
+            concat = self.concat(node)
+
+            def lazy_concat(frame: Frame) -> Any:
+                value, parts, _, _ = concat(frame)
+                return value if parts is None else LazyText(parts)
+            return lazy_concat
+        if isinstance(node, Call) and node.name == "toString" and not node.args:
+            target, null_safe = self.expr(node.target), node.null_safe
+
+            def lazy_builder_text(frame: Frame) -> Any:
+                receiver = target(frame)
+                if type(receiver) is not JStringBuilder or not receiver.lazy:
+                    if receiver is None and null_safe:
+                        return None
+                    return library.call_method(frame[0], receiver, "toString", [])
+                budget = frame[0]
+                budget.charge(receiver.known)
+                for item in receiver.lazy:
+                    budget.defer(item)
+                return LazyText(list(receiver.parts))
+            return lazy_builder_text
+        return None
+
+    def concat(self, node: Binary) -> Callable[[Frame], tuple[Any, list | None, int, list]]:
+        """A left-leaning ``a + b + c`` chain, run as ``_plus`` runs it (the same values,
+        charges and checks, left to right), except that a long List of doubles added to a
+        String is not printed (``ListPrint``). Returns (value, None, 0, []) when no List
+        was left unprinted, else (None, the string's parts, characters of its strings, the
+        ListPrints)."""
+        operands: list[Expr] = []
+        left: Expr = node
+        while isinstance(left, Binary) and left.op == "+":
+            operands.append(left.right)
+            left = left.left
+        operands.append(left)
+        code = tuple(self.expr(operand) for operand in reversed(operands))
+
+        def run_concat(frame: Frame) -> tuple[Any, list | None, int, list]:
+            budget = frame[0]
+            value = code[0](frame)
+            position = 1
+            while position < len(code) and type(value) is not str:
+                value = _plus(budget, value, code[position](frame))
+                position += 1
+            if position == len(code):
+                return value, None, 0, []
+            parts: list[Any] = [value]
+            known = len(value)
+            lazy: list[ListPrint] = []
+            for operand in code[position:]:
+                item = operand(frame)
+                if type(item) is str:
+                    text = item
+                else:
+                    printed = ListPrint.of(item)
+                    if printed is not None:
+                        budget.lazy_print(printed)     # String.valueOf(list), as text_of
+                        parts.append(printed)
+                        lazy.append(printed)
+                        budget.lazy_string(known, lazy)      # the string made so far, as _plus
+                        continue
+                    text = budget.text_of(item)
+                parts.append(text)
+                known += len(text)
+                budget.lazy_string(known, lazy)
+            if not lazy:
+                return "".join(parts), None, 0, []
+            return None, parts, known, lazy
+        return run_concat
+
     # ------------------------------------------------------------ expressions
 
     def expr(self, node: Expr) -> Eval:
@@ -479,42 +576,65 @@ class _Compiler:
     def e_Index(self, node: Index) -> Eval:
         target = self.expr(node.target)
         index = self.expr(node.index)
-        return lambda frame: _index_get(target(frame), index(frame))
+        def get(frame: Frame) -> Any:
+            container, where = target(frame), index(frame)
+            if type(container) is list and type(where) is int and 0 <= where < len(container):
+                return container[where]
+            return _index_get(container, where)
+        return get
 
     def e_Call(self, node: Call) -> Eval:
         target = self.expr(node.target)
-        args = tuple(self.expr(arg) for arg in node.args)
         name, null_safe = node.name, node.null_safe
+        if name == "append" and len(node.args) == 1:
+            return self._append(target, node.args[0], null_safe)
+        args = tuple(self.expr(arg) for arg in node.args)
         call = library.call_method
-        if name == "append" and len(args) == 1:
-            return self._append(target, args[0], null_safe)
+        methods = library.methods_named(name, len(args))   # receiver type -> method
 
         def invoke(frame: Frame) -> Any:
             receiver = target(frame)
+            method = methods.get(type(receiver))
+            if method is not None:
+                return method(frame[0], receiver, *[arg(frame) for arg in args])
             if receiver is None and null_safe:
                 return None
             return call(frame[0], receiver, name, [arg(frame) for arg in args])
         return invoke
 
-    def _append(self, target: Eval, arg: Eval, null_safe: bool) -> Eval:
-        # StringBuilder.append is the hot path of the published scripts: inline it.
+    def _append(self, target: Eval, arg: Expr, null_safe: bool) -> Eval:
+        # StringBuilder.append is the hot path of the published scripts: inline it, and
+        # leave the Lists of doubles added to it unprinted (ListPrint) until it is read.
+        append_text, append_parts = library.append_text, library.append_parts
+        pieces: Callable[[Frame], tuple[Any, list | None, int, list]]
+        if isinstance(arg, Binary) and arg.op == "+":
+            pieces = self.concat(arg)
+
+            def plain(frame: Frame) -> Any:
+                value, parts, _, _ = pieces(frame)
+                return value if parts is None else LazyText(parts).text()
+        else:
+            plain = self.expr(arg)
+
+            def pieces(frame: Frame) -> tuple[Any, list | None, int, list]:
+                value = plain(frame)
+                printed = ListPrint.of(value)
+                if printed is None:
+                    return value, None, 0, []
+                frame[0].lazy_print(printed)   # String.valueOf(list), as text_of
+                return None, [printed], 0, [printed]
+
         def append(frame: Frame) -> Any:
             receiver = target(frame)
             if type(receiver) is not JStringBuilder:
                 if receiver is None and null_safe:
                     return None
-                return library.call_method(frame[0], receiver, "append", [arg(frame)])
-            value = arg(frame)
+                return library.call_method(frame[0], receiver, "append", [plain(frame)])
+            value, parts, known, lazy = pieces(frame)
             budget = frame[0]
-            text = value if type(value) is str else budget.text_of(value)
-            size = receiver.length + len(text)
-            if size > budget.limits.max_string_chars:
-                raise BudgetExceeded(f"the script built a string longer than "
-                                     f"{budget.limits.max_string_chars} characters (max_string_chars)")
-            budget.charge(len(text))
-            receiver.parts.append(text)
-            receiver.length = size
-            return receiver
+            if parts is not None:
+                return append_parts(budget, receiver, parts, known, lazy)
+            return append_text(budget, receiver, value if type(value) is str else budget.text_of(value))
         return append
 
     def e_StaticCall(self, node: StaticCall) -> Eval:
@@ -592,6 +712,8 @@ class _Compiler:
             return lambda frame: equals(left(frame), right(frame))
         if op == "!=":
             return lambda frame: not equals(left(frame), right(frame))
+        if op in _FAST_OPS:
+            return _fast_binary(op, left, right)
         return lambda frame: binary(op, left(frame), right(frame))
 
     def e_InstanceOf(self, node: InstanceOf) -> Eval:
@@ -624,7 +746,20 @@ class _Compiler:
 
         def update(frame: Frame, old: Any) -> Any:
             return _compound(frame[0], "+", old, delta)
-        return self.assigner(node.target, update, needs_old=True, narrow=True, post=not node.prefix)
+        general = self.assigner(node.target, update, needs_old=True, narrow=True, post=not node.prefix)
+        slot = self.scope.find(node.target.name) if isinstance(node.target, Variable) else None
+        if slot is None or slot.type.dims or slot.type.name not in ("int", "def"):
+            return general
+        index, post = slot.index, not node.prefix
+
+        def increment(frame: Frame) -> Any:
+            # i++ on an int, the loop counter: what the general path makes of it, in one step
+            old = frame[index]
+            if type(old) is int and -_INT_LIMIT <= old + delta < _INT_LIMIT and -_INT_LIMIT <= old:
+                frame[index] = old + delta
+                return old if post else old + delta
+            return general(frame)
+        return increment
 
     def assigner(self, target: Expr, compute: Callable[[Frame, Any], Any], *, needs_old: bool,
                  narrow: bool, post: bool = False) -> Eval:
@@ -664,6 +799,29 @@ class _Compiler:
             new = _index_set(frame[0], receiver, where, new)
             return old if post else new
         return set_index
+
+
+_FAST_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+             "-": operator.sub, "*": operator.mul}
+
+
+def _fast_binary(op: str, left: Eval, right: Eval) -> Eval:
+    """``binary(op, ...)`` with the common cases first: two doubles, or two ints (not longs:
+    a result outside 32 bits goes to ``binary``, which wraps it)."""
+    apply = _FAST_OPS[op]
+
+    def fast(frame: Frame) -> Any:
+        a, b = left(frame), right(frame)
+        kind = type(a)
+        if kind is type(b):
+            if kind is float:
+                return apply(a, b)
+            if kind is int and -_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT:
+                value = apply(a, b)
+                if type(value) is bool or -_INT_LIMIT <= value < _INT_LIMIT:
+                    return value
+        return binary(op, a, b)
+    return fast
 
 
 def _loop(init: Exec | None, condition: Eval | None, update: Eval | None, body: Exec, do_first: bool) -> Exec:
@@ -783,7 +941,9 @@ def _index_set(budget: Budget, container: Any, index: Any, value: Any) -> Any:
         container[_list_position(container, index)] = value
         return value
     if kind is list:
-        container[_list_position(container, index)] = value
+        position = _list_position(container, index)
+        budget.list_written()
+        container[position] = value
         return value
     if kind is dict:
         if library.map_key(index) not in container:

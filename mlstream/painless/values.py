@@ -19,7 +19,7 @@ from typing import Any
 
 from ..speedups import dumps_json
 
-__all__ = ["JArray", "JException", "JFloat", "JLong", "JStringBuilder", "double_to_string",
+__all__ = ["JArray", "JException", "JFloat", "JLong", "JStringBuilder", "LazyText", "ListPrint", "double_to_string",
            "float_to_string", "java_string", "type_name", "wrap_int", "wrap_long"]
 
 
@@ -37,7 +37,7 @@ class JFloat(float):
     @staticmethod
     def of(value: float) -> JFloat:
         try:
-            return JFloat(struct.unpack("f", struct.pack("f", value))[0])
+            return JFloat(_FLOAT32.unpack(_FLOAT32.pack(value))[0])
         except OverflowError:
             return JFloat(math.copysign(math.inf, value))
 
@@ -52,17 +52,94 @@ class JArray(list):
         self.element = element
 
 
-class JStringBuilder:
-    __slots__ = ("length", "parts")
+class ListPrint:
+    """``String.valueOf`` of a List of doubles, printed only when its text is read.
 
-    def __init__(self, text: str = "") -> None:
-        self.parts: list[str] = [text] if text else []
-        self.length = len(text)
+    A script that prints embedding vectors into the JSON it returns (the Titan blueprint's
+    style) makes strings of 400k numbers; when they end up in the returned JSON untouched,
+    the caller can take the numbers back without printing and reading them again
+    (``LazyText``). ``values`` is the List itself until the script changes a List; then a
+    copy (``Budget.list_written``), so that it prints as it was."""
+
+    __slots__ = ("_text", "upper", "values")
+
+    # at most "-2.2250738585072014E-308" (24 characters; "-Infinity" 9) and ", " per number
+    MAX_CHARS_PER_NUMBER = 26
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = values
+        self.upper = 2 + self.MAX_CHARS_PER_NUMBER * len(values)
+        self._text: str | None = None
+
+    @staticmethod
+    def of(value: Any) -> ListPrint | None:
+        """A deferred print of ``value`` when it is a long List of doubles (not Floats,
+        which print with fewer digits than they read back as). Java's ``NaN`` and
+        ``Infinity`` read back as themselves too (Python's json reads them)."""
+        if type(value) is not list or len(value) < _LAZY_MIN_ITEMS or type(value[0]) is not float \
+                or list(map(type, value)).count(float) != len(value):
+            return None
+        return ListPrint(value)
 
     def text(self) -> str:
-        if len(self.parts) > 1:
-            self.parts = ["".join(self.parts)]
+        if self._text is None:
+            self._text = _double_list_string(self.values)
+        return self._text
+
+
+_LAZY_MIN_ITEMS = 64
+
+
+class JStringBuilder:
+    """``parts`` are strings and ``ListPrint``s; ``known`` counts the characters of those
+    already measured, ``lazy`` holds those not yet (measured when the length is read) and
+    ``lazy_upper`` their most."""
+
+    __slots__ = ("known", "lazy", "lazy_upper", "parts")
+
+    def __init__(self, text: str = "") -> None:
+        self.parts: list[str | ListPrint] = [text] if text else []
+        self.known = len(text)
+        self.lazy: list[ListPrint] = []
+        self.lazy_upper = 0
+
+    @property
+    def length(self) -> int:
+        if self.lazy:
+            self.known += sum(len(item.text()) for item in self.lazy)
+            self.lazy, self.lazy_upper = [], 0
+        return self.known
+
+    @length.setter
+    def length(self, size: int) -> None:
+        self.known = size
+        self.lazy, self.lazy_upper = [], 0
+
+    def add_lazy(self, items: list[ListPrint]) -> None:
+        self.lazy.extend(items)
+        self.lazy_upper += sum(item.upper for item in items)
+
+    def text(self) -> str:
+        if len(self.parts) > 1 or self.parts and type(self.parts[0]) is not str:
+            text = _joined(self.parts)
+            self.parts, self.length = [text], len(text)
         return self.parts[0] if self.parts else ""
+
+
+class LazyText:
+    """A script's String result made of strings and ``ListPrint``s, not yet joined."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[str | ListPrint]) -> None:
+        self.parts = parts
+
+    def text(self) -> str:
+        return _joined(self.parts)
+
+
+def _joined(parts: list[str | ListPrint]) -> str:
+    return "".join([part if type(part) is str else part.text() for part in parts])
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +209,30 @@ def double_to_string(value: float) -> str:
     return _java_form(repr(value), value)
 
 
+_FLOAT32 = struct.Struct("f")
+
+
 def float_to_string(value: float) -> str:
+    """The fewest digits (``%.Ng``) that read back as the same float. Reading back is
+    monotone in N when the float's rounding interval is symmetric, as it is for all but
+    powers of two (whose lower neighbour is half as far; the tests try each of those), so
+    the search starts at six digits (a float has 6 to 9) and goes down while fewer still
+    read back, else up: two tries for most floats instead of six to nine."""
     if math.isnan(value) or value in (math.inf, -math.inf) or value == 0:
         return double_to_string(value)
-    for precision in range(1, 10):
-        text = f"{value:.{precision}g}"
-        if struct.unpack("f", struct.pack("f", float(text)))[0] == value:
-            break
+    packed = _FLOAT32.pack(value)
+    text = f"{value:.6g}"
+    if _FLOAT32.pack(float(text)) == packed:
+        for precision in range(5, 0, -1):
+            fewer = f"{value:.{precision}g}"
+            if _FLOAT32.pack(float(fewer)) != packed:
+                break
+            text = fewer
+    else:
+        for precision in range(7, 10):   # 9 digits always read back
+            text = f"{value:.{precision}g}"
+            if _FLOAT32.pack(float(text)) == packed:
+                break
     return _java_form(text, value)
 
 
