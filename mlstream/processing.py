@@ -36,13 +36,15 @@ import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadRequest, JsonPathError, PathNotFound, ScriptError, UpstreamError
 from .jsonpath import compile_path
-from .painless import Script, compile_script
-from .painless.values import LazyText, double_to_string
 from .speedups import loads_json
+
+if TYPE_CHECKING:  # the interpreter itself is imported on first use (compile_script)
+    from .painless import Script
+    from .painless.values import LazyText
 
 __all__ = [
     "POST_PROCESS_FUNCTIONS",
@@ -589,6 +591,13 @@ def check_function_name(field: str, name: str | None) -> None:
 _PARAMETER_PLACEHOLDER = re.compile(r"\$\{parameters\.([^}]*)\}")
 
 
+def compile_script(source: str) -> Script:
+    """The Painless interpreter's compile_script, imported on first use: about 4 MB of
+    resident memory that a server with no script connector never needs."""
+    from .painless import compile_script as compile_painless
+    return compile_painless(source)
+
+
 def script_for(function: str, parameters: Mapping[str, Any]) -> Script:
     """The compiled script, its ``${parameters.x}`` filled with each value as JSON text
     (``fillProcessFunctionParameter``; an unknown name stays as written)."""
@@ -605,6 +614,7 @@ def _gson_text(value: Any) -> str:
     if value is True or value is False:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
+        from .painless.values import double_to_string  # only ever reached from a script
         return double_to_string(float(value))
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
@@ -664,6 +674,7 @@ def post_process_script(function: str, parameters: Mapping[str, Any], payload: b
     elif not isinstance(answer, dict):
         raise BadRequest("Unsupported response type: the model's answer is neither a JSON object nor an array")
     output = script.run(answer, lazy=True)
+    from .painless.values import LazyText  # loaded with the script
     if type(output) is LazyText:
         tensors = _lazy_tensors(output)
         if tensors is not None:
