@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlstream.errors import TemplateError
+from mlstream.speedups import orjson
 
 __all__ = ["render", "render_json_body", "placeholders"]
 
@@ -217,6 +218,12 @@ def render_json_body(template: str, parameters: Mapping[str, Any],
     body = render(template, parameters, credential, where="payload")
     # "from None": the JSONDecodeError holds the whole body (its .doc), which
     # may hold credentials, so it must not travel on as the cause.
+    if orjson is not None:
+        try:
+            orjson.loads(body)  # strict: what it takes, the stdlib check below takes too
+            return body
+        except ValueError:
+            pass  # the stdlib decides, and words the error
     try:
         json.loads(body, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:

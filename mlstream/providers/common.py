@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from ..connectors import UpstreamRequest
 from ..errors import BadRequest, ProtocolError, UpstreamError
+from ..speedups import dumps_json, loads_json
 from ..sse import SSEDecoder
 from .events import Done, Failure, StreamItem
 
@@ -20,7 +21,7 @@ from .events import Done, Failure, StreamItem
 def json_object_body(request: UpstreamRequest) -> dict[str, Any]:
     """The rendered request body as a JSON object (a streaming dialect edits it)."""
     try:
-        body = json.loads(request.body or b"")
+        body = loads_json(request.body or b"")
     except ValueError:
         body = None
     if not isinstance(body, dict):
@@ -29,7 +30,7 @@ def json_object_body(request: UpstreamRequest) -> dict[str, Any]:
 
 
 def encode_body(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return dumps_json(body)
 
 
 def json_object(value: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError
 from ..sse import SSEDecoder
-from .common import count as _count, json_object_body as _json_object_body
+from .common import count as _count, encode_body as _encode_body, json_object_body as _json_object_body
 from .events import Chunk, Delta, Done, Failure, StreamItem
 
 _DONE_MARKER = "[DONE]"
@@ -33,8 +33,7 @@ class OpenAIDialect:
             body["stream_options"] = parameters["stream_options"]
         headers = dict(request.headers)
         headers.setdefault("Accept", "text/event-stream")
-        return replace(request, headers=headers,
-                       body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+        return replace(request, headers=headers, body=_encode_body(body))
 
     def new_decoder(self) -> "OpenAIStreamDecoder":
         return OpenAIStreamDecoder(self.chat)

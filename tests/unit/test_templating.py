@@ -334,3 +334,25 @@ def test_nested_values_are_not_kept_in_the_template_cache() -> None:
     value = "unique ${parameters.b} " + "v" * 1000
     assert render("${parameters.a}!", {"a": value, "b": "x"}, CREDENTIAL, where="payload").startswith("unique x")
     assert _compile.cache_info().currsize == 1  # the connector's template only, not the value
+
+
+@pytest.mark.parametrize("body", [
+    '{"a": 1}', '{"a": NaN}', '{"a": -Infinity}', '{"n": 123456789012345678901234567890}',
+    '{"s": "\\ud800"}', '{"a": 1} x', '[1, 2,]', '{"a": 1e400}', '"text"', '{"k": "\\u2028"}',
+])
+def test_the_fast_json_check_accepts_exactly_what_the_strict_stdlib_check_does(body: str) -> None:
+    """orjson's check first, the stdlib's (NaN and Infinity refused) when it says no."""
+    def reject(name: str):
+        raise ValueError(name)
+
+    try:
+        json.loads(body, parse_constant=reject)
+        expected = True
+    except ValueError:
+        expected = False
+    try:
+        render_json_body(body, {}, {})
+        got = True
+    except TemplateError:
+        got = False
+    assert got is expected
