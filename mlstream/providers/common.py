@@ -7,7 +7,6 @@ every read goes through ``json_object`` / ``text`` / ``count``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -54,8 +53,8 @@ def counts(usage: Mapping[str, Any], names: Iterable[str]) -> dict[str, int | No
 def parse_json(data: str | bytes) -> Any:
     """JSON text as a value, or None when it is not JSON."""
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
+        return loads_json(data)
+    except ValueError:
         return None
 
 
@@ -153,8 +152,8 @@ class JsonEventDecoder:
 
     def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
         try:
-            value = json.loads(payload)
-        except (ValueError, RecursionError):
+            value = loads_json(payload)
+        except ValueError:
             return [Failure(UpstreamError("the provider sent a stream event that is not JSON"))]
         if not isinstance(value, dict):
             return [Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))]

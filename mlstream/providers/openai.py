@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError
+from ..speedups import loads_json
 from ..sse import SSEDecoder
 from .common import count as _count, encode_body as _encode_body, json_object_body as _json_object_body
 from .events import Chunk, Delta, Done, Failure, StreamItem
@@ -89,8 +89,8 @@ class OpenAIStreamDecoder:
         if data == _DONE_MARKER:
             return Done(self._finish_reason, self._usage)
         try:
-            chunk = json.loads(data)
-        except (ValueError, RecursionError):
+            chunk = loads_json(data)
+        except ValueError:
             return Failure(UpstreamError("the provider sent a stream event that is not JSON"))
         if not isinstance(chunk, dict):
             return Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))
