@@ -52,6 +52,9 @@ def loads_json(data: bytes | str) -> Any:
     """``json.loads``, faster for large documents (orjson when installed). ValueError for
     anything that is not JSON, a document nested too deeply for the stack included.
 
+    Numbers: orjson reads an integer past 64 bits as a float (the stdlib keeps it exact),
+    so a document that is written on again must not come through here.
+
     Depth: orjson (3.10 and later) refuses past 1,024 levels with a ValueError; the stdlib
     raises RecursionError, turned into ValueError here. Older orjson had no limit and
     overflowed a 512 KiB thread stack (the process died): hence the version floor.
@@ -60,7 +63,7 @@ def loads_json(data: bytes | str) -> Any:
         try:
             return orjson.loads(data)
         except ValueError:
-            pass  # maybe valid JSON orjson does not take (an integer past 64 bits): the stdlib decides
+            pass  # maybe valid JSON orjson does not take (NaN, a lone surrogate): the stdlib decides
     try:
         return json.loads(data)
     except RecursionError:

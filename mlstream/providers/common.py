@@ -7,6 +7,7 @@ every read goes through ``json_object`` / ``text`` / ``count``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -20,8 +21,10 @@ from .events import Done, Failure, StreamItem
 def json_object_body(request: UpstreamRequest) -> dict[str, Any]:
     """The rendered request body as a JSON object (a streaming dialect edits it)."""
     try:
-        body = loads_json(request.body or b"")
-    except ValueError:
+        # The stdlib's: the body is written again, and orjson reads an integer past 64
+        # bits as a float, which would change what the provider is sent.
+        body = json.loads(request.body or b"")
+    except (ValueError, RecursionError):
         body = None
     if not isinstance(body, dict):
         raise BadRequest("the connector's request_body must render to a JSON object to stream it")

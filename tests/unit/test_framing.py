@@ -382,3 +382,27 @@ def test_a_request_head_that_would_smuggle_or_break_is_refused_naming_no_value(m
     with pytest.raises(BadRequest, match=words) as caught:
         request_head(method, target, "h", fields, 0, "ua")
     assert "secret" not in str(caught.value) and "sécret" not in str(caught.value)
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"a": [1, 2.5, "x"]}', b'{"a": NaN}', b'{"s": "\\ud800"}', b'{"n": 123456789012345678901234567890}',
+    b'{"a": "\xff"}', b'\xef\xbb\xbf{"a": 1}', b'{"a": 1} trailing', '{"a": 1}'.encode("utf-16"),
+    b"[" * 101 + b"]" * 101, b"[" * 100 + b"]" * 100, b'"just text"', b"1e400",
+])
+def test_a_request_body_parses_as_the_stdlib_alone_would(raw: bytes) -> None:
+    """orjson first, when installed; what it refuses, the stdlib decides: same values, same refusals."""
+    import json
+
+    def stdlib_alone():
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError):
+            return "refused"
+        return "refused" if raw.count(b"[") > MAX_JSON_DEPTH else value
+
+    try:
+        got = parse_json_body(raw)
+    except BadRequest:
+        got = "refused"
+    expected = stdlib_alone()
+    assert got == expected or (got != got and expected != expected)  # NaN inside compares unequal

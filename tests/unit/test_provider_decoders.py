@@ -387,3 +387,13 @@ def test_tool_call_input_past_the_bound_ends_the_stream(monkeypatch, decoder, st
     items = decoder().feed(data + add(1, "z") + add(1, "more"))
     assert len(items) == 1 and isinstance(items[0], Failure), items
     assert items[0].error.http_status == 502 and "longer than 100 characters" in items[0].error.reason
+
+
+def test_a_streamed_request_body_keeps_an_integer_past_64_bits_exact() -> None:
+    from mlstream.connectors import UpstreamRequest
+    from mlstream.providers.openai import OPENAI_CHAT
+
+    body = b'{"model": "m", "seed": 123456789012345678901234567890, "temperature": 0.5}'
+    streamed = OPENAI_CHAT.stream_request(UpstreamRequest("POST", "http://x/v1/chat/completions", {}, body),
+                                          None, {})  # type: ignore[arg-type]
+    assert b'"seed":123456789012345678901234567890' in streamed.body and b'"stream":true' in streamed.body
