@@ -417,8 +417,8 @@ REMOTE_INPUT_CASES = [
     ("built-in-function-passes-through", PRE + "openai.embedding", QUESTION, {REMOTE_INPUT: "true"}, {}),
     ("values-as-their-json-text", SEEN, VALUES, {REMOTE_INPUT: "true"},
      {"seen": "3|null|true|1.0E20", "obj": '{"a":[1.0,2.5]}'}),
-    ("json-text-read-as-objects", "return '{\"parameters\": {\"half\": ' + params.obj.a[0] / 2 + ', "
-     "\"n\": \"' + params.n + '\"}}';", VALUES, {REMOTE_INPUT: "true", AS_OBJECTS: "true"},
+    ("json-text-read-as-objects", ("return '{\"parameters\": {\"half\": ' + params.obj.a[0] / 2 + ', "
+                                   "\"n\": \"' + params.n + '\"}}';"), VALUES, {REMOTE_INPUT: "true", AS_OBJECTS: "true"},
      {"half": "0.5", "n": "3"}),
     ("json-text-stays-text-without-the-flag", "return '{\"parameters\": {\"len\": ' + params.obj.length() + '}}';",
      VALUES, {REMOTE_INPUT: "true"}, {"len": "13.0"}),
