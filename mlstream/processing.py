@@ -351,14 +351,14 @@ def pre_process(function: str | None, dataset: Dataset | None,
     functions and for scripts, unless ``parameters`` set
     ``pre_process_function.process_remote_inference_input`` to true: then a script runs
     on ``request_parameters`` (the request's, escaped)."""
+    parameters = parameters or {}
     if dataset is None:
-        if function is not None and is_script(function) and \
-                parse_boolean((parameters or {}).get(PROCESS_REMOTE_INFERENCE_INPUT)):
-            return _remote_input_script(script_for(function, parameters or {}), request_parameters or {},
-                                        parse_boolean((parameters or {}).get(CONVERT_PARAMETERS_TO_OBJECTS)))
+        if function is not None and is_script(function) and _parse_boolean(parameters.get(PROCESS_REMOTE_INFERENCE_INPUT)):
+            return _remote_input_script(script_for(function, parameters), request_parameters or {},
+                                        _parse_boolean(parameters.get(CONVERT_PARAMETERS_TO_OBJECTS)))
         return {}
     if function is not None and is_script(function):
-        return _pre_process_script(script_for(function, parameters or {}), dataset)
+        return _pre_process_script(script_for(function, parameters), dataset)
     if function is None:
         if isinstance(dataset, TextSimilarity):
             raise BadRequest("pre_process_function not defined in connector: text_similarity input "
@@ -644,7 +644,7 @@ def _gson_text(value: Any, *, doubles: bool = True) -> str:
     return _gson_text(str(value))
 
 
-def parse_boolean(value: Any) -> bool:
+def _parse_boolean(value: Any) -> bool:
     """Java's ``Boolean.parseBoolean`` of a parameter's text: "true" in any case."""
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
