@@ -343,6 +343,14 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
                 rows.append(("8 embeddings", (f"one {prof['docs']}-doc answer through a Painless script looping "
                                               "over every float: whole step (ms)"), "",
                              fmt(prof["painless_float_loop_ms"]), ""))
+            if "painless_float_loop_run_closures_ms" in prof:
+                closures, run = prof["painless_float_loop_run_closures_ms"], prof["painless_float_loop_run_ms"]
+                rows.append(("8 embeddings", ("the per-float loop's run: closures vs translated to Python (ms; "
+                                              "µs a number)"), fmt(closures), fmt(run),
+                             f"{closures / run:.1f}× faster; {1000 * run / prof['numbers']:.2f} µs a number"))
+                rows.append(("8 embeddings", (f"one {prof['docs']}-doc answer through the same script over int8 "
+                                              "values (the tutorial's case): whole step (ms)"), "",
+                             fmt(prof["painless_int8_loop_ms"]), ""))
         script = emb.get("script_vs_builtin")
         if script:
             for p in ("p50", "p99"):

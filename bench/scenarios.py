@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mlstream import processing, speedups
-from mlstream.painless import compile_script
+from mlstream.painless import BUILTINS, Script, compile_script, parse
+from mlstream.painless.runtime import compile_program
 from mlstream.testing.embeddings import openai_embeddings
 from mlstream.testing.painless_scripts import OPENAI_EMBEDDING_POST, QUANTIZED_POST
 from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, parse_scenario
@@ -1298,7 +1299,9 @@ def embedding_predict(env: Env) -> dict[str, Any]:
     the tensors' JSON (``OPENAI_EMBEDDING_POST``): the whole step (decoding the answer,
     running the script, reading its JSON) and the script's run alone (as the step runs it,
     the vectors left unprinted, and with its String printed whole); and the tutorial's
-    script that loops over every float (``QUANTIZED_POST``, best of 2), whole step.
+    script that loops over every float (``QUANTIZED_POST``, best of 2), whole step; its
+    run alone, translated to Python (``painless.pysource``) and by the closures it replaced
+    (best of 1), and the whole step over int8 values, the tutorial's own case.
 
     ``script_vs_builtin``: 256 documents end to end through the built-in post-process
     function and through the Painless script (:func:`script_vs_builtin`).
@@ -1409,12 +1412,26 @@ def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
     loop_tensors, loop = best(lambda: processing.post_process_script(QUANTIZED_POST, {}, floats_payload), 2)
     if [len(t["data"]) for t in loop_tensors] != [EMBEDDING_DIMENSIONS] * n:
         raise RuntimeError("the per-float Painless script's tensors have the wrong shape")
+    # the same loop run by the closures (the interpreter the translation replaced), and
+    # over int8 values, the tutorial's own case (Cohere's embedding_types: ["int8"])
+    floats = speedups.loads_json(floats_payload)
+    loop_script = compile_script(QUANTIZED_POST)
+    closures = Script(QUANTIZED_POST, compile_program(parse(QUANTIZED_POST), BUILTINS))
+    _, loop_run = best(lambda: loop_script.run(floats), 2)
+    _, loop_run_closures = best(lambda: closures.run(floats), 1)
+    ints = [[(i * 31 + j) % 256 - 128 for j in range(EMBEDDING_DIMENSIONS)] for i in range(n)]
+    int8_payload = speedups.dumps_json({"embeddings": {"int8": ints}})
+    int8_tensors, int8_loop = best(lambda: processing.post_process_script(QUANTIZED_POST, {}, int8_payload), 2)
+    if int8_tensors[-1]["data"] != ints[-1]:
+        raise RuntimeError("the per-number Painless script's int8 tensors differ from the answer")
     return {"docs": n, "dimensions": EMBEDDING_DIMENSIONS, "upstream_bytes": len(payload), "answer_bytes": len(encoded),
             "codec": "orjson" if speedups.orjson is not None else "stdlib",
             "decode_ms": decode, "post_process_ms": post, "encode_ms": encode,
             "stdlib_decode_ms": stdlib_decode, "stdlib_encode_ms": stdlib_encode,
             "painless_post_process_ms": painless, "painless_script_run_ms": painless_run,
-            "painless_script_run_printed_ms": painless_run_printed, "painless_float_loop_ms": loop}
+            "painless_script_run_printed_ms": painless_run_printed, "painless_float_loop_ms": loop,
+            "painless_float_loop_run_ms": loop_run, "painless_float_loop_run_closures_ms": loop_run_closures,
+            "painless_int8_loop_ms": int8_loop, "numbers": n * EMBEDDING_DIMENSIONS}
 
 
 # =========================================================================== 9. provider relay
