@@ -23,7 +23,7 @@ from ..errors import ScriptError
 from .library import Budget, Limits
 from .operators import Fault
 from .parser import parse
-from .pysource import translate
+from .pysource import repeats, translate
 from .runtime import CompiledScript, compile_program
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "Script", "ScriptError", "compile_script"]
@@ -84,7 +84,7 @@ def compile_script(source: str) -> Script:
     try:
         program = parse(source)
         compiled = compile_program(program, BUILTINS)   # checks the script: ScriptError names the place
-        script = Script(source, compiled.translated_to(translate(program, BUILTINS)))
+        script = Script(source, compiled.translated_to(translate(program, BUILTINS) if repeats(program) else None))
     except RecursionError:
         raise ScriptError("Painless syntax error: the script is nested too deeply") from None
     with _cache_lock:

@@ -4,12 +4,15 @@ Painless function, compiled by CPython, that runs exactly as ``runtime``'s closu
 Pure. Only ``runtime`` checks a script (names, types, ``break`` outside a loop...); this
 module translates a program ``runtime`` has already compiled, and the closures remain
 the reference: what a translated function computes, charges, raises and reports as the
-line is what the closures do (the tests run both on the same scripts and inputs).
+line is what the closures do (the tests run both on the same scripts and inputs). One
+difference is wanted: a closure takes several Python frames a Painless call, so deep
+recursion that stops the closures with "nested too deeply" may run to its end here.
 
 Why: a closure interpreter pays one Python call per node. Translated, a variable is a
 Python local, ``break``/``continue``/``return`` are Python's own, and the common cases
-of ``<``, ``-``, ``[]``, ``.field`` and method calls run inline, several times faster
-on the loops scripts run over every number of an answer.
+of ``<``, ``-``, ``[]``, ``.field`` and method calls run inline: the loops scripts run
+over every number of an answer take a half to a quarter of the time. Only scripts that
+can repeat a statement are translated (``repeats``).
 
 Safety: nothing a script says becomes Python source but values. Names are ours (``v3``
 a variable, ``t5`` a temporary, ``u0`` a function, ``C2`` a constant); a String literal
@@ -81,7 +84,7 @@ from .syntax import (
 )
 from .values import JArray, JException, JStringBuilder, LazyText, type_name
 
-__all__ = ["translate"]
+__all__ = ["repeats", "translate"]
 
 _INT = 2**31
 _MAX_NESTING = 40   # deeper expressions or blocks stay with the closures (CPython's parser limits)
@@ -101,11 +104,26 @@ def translate(program: Program, builtins: dict[str, tuple[int, Callable[..., Any
     source = translator.source()
     try:
         code = compile(source, "<painless>", "exec")
-    except (SyntaxError, RecursionError, MemoryError, ValueError):
+    except (SyntaxError, RecursionError, MemoryError, ValueError, OverflowError, SystemError):
         return None
     namespace = translator.namespace
     exec(code, namespace)   # defines the functions; runs nothing of the script
     return namespace["main"]
+
+
+def repeats(program: Program) -> bool:
+    """Whether ``program`` can run a statement more than once (a loop or a function of
+    its own). A script without runs each statement once at most: compiling it to Python
+    (about a millisecond) would cost more than it saves, so the closures run it."""
+    if program.functions:
+        return True
+    stack: list[Any] = list(program.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (For, While, ForEach)):
+            return True
+        stack.extend(_children(node))
+    return False
 
 
 # ---------------------------------------------------------------- runtime helpers
@@ -163,11 +181,6 @@ def _steps_to(budget: Budget, steps: int) -> Budget:
     return budget
 
 
-def _at_line(failure: BaseException, line: int) -> None:
-    if not hasattr(failure, "painless_line"):
-        failure.painless_line = line  # type: ignore[attr-defined]
-
-
 def _first(old: Any, _new: Any) -> Any:
     return old
 
@@ -189,14 +202,14 @@ def _string_result(value: Any) -> Any:
 
 _HELPERS: dict[str, Any] = {
     "__builtins__": {"type": type, "len": len, "list": list, "dict": dict, "int": int, "float": float, "str": str,
-                     "BaseException": BaseException},
+                     "BaseException": BaseException, "hasattr": hasattr},
     "binary": binary, "equals": equals, "truthy": truthy, "plus": _plus, "compound": _compound,
     "unary": _unary, "index_get": _index_get, "index_set": _index_set, "Concat": Concat,
     "append_concat": append_concat, "append_value": append_value, "append_text": library.append_text,
     "builder_text": builder_text, "steps_spent": _steps_spent, "too_deep": _too_deep,
     "no_return": _no_return, "throw": _throw, "iterable": _iterable, "get_field": library.get_field,
     "field_null_safe": _field_null_safe, "set_field": _set_field, "set_field_post": _set_field_post,
-    "set_index_post": _set_index_post, "first": _first, "steps_to": _steps_to, "at_line": _at_line, "charge": _make_list,
+    "set_index_post": _set_index_post, "first": _first, "steps_to": _steps_to, "charge": _make_list,
     "lazy_result": _lazy_result, "string_result": _string_result, "coerce": library.coerce,
     "cast": library.cast, "is_instance": library.is_instance, "construct": library.construct,
     "new_array": library.new_array, "call_method": library.call_method, "call_static": library.call_static,
@@ -362,7 +375,7 @@ class _Translator:
         self.statements(statements, implicit_return=implicit_return)
         out.depth -= 1
         out.emit("except BaseException as failure:")
-        out.emit("    at_line(failure, ln)")
+        out.emit("    if not hasattr(failure, 'painless_line'): failure.painless_line = ln")
         out.emit("    raise")
 
     # ------------------------------------------------------------ statements
@@ -571,10 +584,14 @@ class _Translator:
         constant, or a variable no later operand assigns, is read where ``body`` uses it;
         any other value is first stored in a temporary."""
         names, stores = [], []
-        for position, node in enumerate(nodes):
+        assigned_later, later = [], False   # whether an operand after each one assigns
+        for node in reversed(nodes):
+            assigned_later.append(later)
+            later = later or _assigns(node)
+        assigned_later.reverse()
+        for node, assigns_later in zip(nodes, assigned_later):
             code = self.expr(node)
-            if isinstance(node, Literal) or (isinstance(node, Variable)
-                                             and not any(_assigns(later) for later in nodes[position + 1:])):
+            if isinstance(node, Literal) or (isinstance(node, Variable) and not assigns_later):
                 names.append(code)
             else:
                 t = self.out.temp()
@@ -715,6 +732,8 @@ class _Translator:
         if op == "==" or op == "!=":
             for side, other in ((node.left, node.right), (node.right, node.left)):
                 if isinstance(side, Literal) and side.value is None:   # equals(x, null) is x == null
+                    if isinstance(other, Literal):   # two constants: decided here
+                        return repr((other.value is None) == (op == "=="))
                     return f"({self.expr(other)} {'is' if op == '==' else 'is not'} None)"
             negate = "" if op == "==" else "not "
             return self.sequence(pair, lambda n: (
