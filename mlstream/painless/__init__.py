@@ -18,7 +18,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..errors import ScriptError
-from .library import Budget, Limits
+from .library import Budget, Limits, given_params
 from .operators import Fault
 from .parser import parse
 from .runtime import CompiledScript, compile_program
@@ -62,7 +62,8 @@ class Script:
     def run(self, params: dict[str, Any], limits: Limits = DEFAULT_LIMITS, *, lazy: bool = False) -> Any:
         """The script's value. With ``lazy``, a String it returns may come as a
         ``LazyText``: its parts, the Lists of doubles printed into it not yet printed."""
-        return self._compiled.run(params, limits, lazy=lazy)
+        with given_params(params):   # the Maps given iterate in insertion order (Budget)
+            return self._compiled.run(params, limits, lazy=lazy)
 
 
 _cache: OrderedDict[str, Script] = OrderedDict()

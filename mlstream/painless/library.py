@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -23,13 +24,20 @@ from .values import (
     ListPrint,
     double_to_string,
     float_to_string,
+    from_units,
+    hash_map_order,
+    java_hash,
     java_string,
+    table_size,
     type_name,
+    utf16_length,
+    utf16_units,
+    wide_count,
     wrap_int,
     wrap_long,
 )
 
-__all__ = ["Budget", "Limits", "call_method", "call_static", "cast", "coerce", "construct", "get_field",
+__all__ = ["Budget", "Limits", "given_params", "call_method", "call_static", "cast", "coerce", "construct", "get_field",
            "new_array", "static_field"]
 
 
@@ -47,12 +55,41 @@ class BudgetExceeded(Exception):
     pass
 
 
+class given_params:  # noqa: N801 - used as ``with given_params(params):``
+    """Names the ``params`` of the run about to start in this thread, for its ``Budget``
+    to tell the Maps it was given from those the script makes."""
+
+    __slots__ = ("params",)
+
+    def __init__(self, params: Any) -> None:
+        self.params = params
+
+    def __enter__(self) -> None:
+        _given.params = self.params
+
+    def __exit__(self, *exc: object) -> None:
+        _given.params = None
+
+
+_given = threading.local()   # .params: the params of the run in this thread (see given_params)
+INSERTION_ORDER = 0          # a Map's table in Budget.tables: it iterates in insertion order
+
+
 class Budget:
     """What a run has spent. ``ListPrint``s not yet printed (``lazy``) are counted at
     their most (``lazy_upper``) until that would pass a limit; then they are printed and
-    counted exactly, so that a run stops exactly where it would had they been printed."""
+    counted exactly, so that a run stops exactly where it would had they been printed.
 
-    __slots__ = ("allocated", "depth", "lazy", "lazy_upper", "limits", "line", "steps", "unfrozen")
+    It also knows each Map's iteration order. The Maps a script is given iterate in
+    insertion order: ml-commons gives a post-process script Jackson's ``LinkedHashMap``s
+    and a pre-process script gson's ``LinkedTreeMap``s. Those are the Maps reachable from
+    ``params`` when the run first asks for an order (found then, once). Maps the script
+    makes (``[:]``, ``new HashMap()``) are HashMaps; ``tables`` holds those whose table
+    is not the one ``put`` alone grows from 16 buckets (a copy is sized to its source;
+    a table does not shrink when entries leave), and the ``LinkedHashMap``s."""
+
+    __slots__ = ("allocated", "depth", "given", "given_maps", "lazy", "lazy_upper", "limits", "line", "steps",
+                 "tables", "unfrozen")
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -63,6 +100,47 @@ class Budget:
         self.lazy: list[ListPrint] = []
         self.lazy_upper = 0
         self.unfrozen: list[ListPrint] = []   # printed lazily, still the List itself, not a copy
+        self.given = getattr(_given, "params", None)
+        self.given_maps: dict[int, dict] | None = None
+        # id -> (the Map, kept alive for the id to stay its; table; made; allocated): see note_map
+        self.tables: dict[int, tuple[dict, int, bool, bool]] = {}
+
+    def map_keys(self, m: dict) -> list[Any]:
+        """``m.keySet()`` in ``m``'s iteration order."""
+        if len(m) < 2:
+            return list(m)
+        known = self.tables.get(id(m))
+        if known is not None and known[1] == INSERTION_ORDER:
+            return list(m)
+        if (known is None or not known[2]) and id(m) in self._given_maps():
+            return list(m)
+        return hash_map_order(m, table_size(len(m), known[1] if known is not None else 16))
+
+    def _given_maps(self) -> dict[int, dict]:
+        if self.given_maps is None:
+            self.given_maps = _maps_within(self.given)
+        return self.given_maps
+
+    def hash_table(self, m: dict) -> tuple[int, bool]:
+        """The buckets HashMap ``m`` has or will make on its first ``put``, and whether it
+        has made them (a HashMap makes its table when it first holds an entry)."""
+        known = self.tables.get(id(m))
+        if known is None:
+            return table_size(len(m)), bool(m)
+        return table_size(len(m), known[1]), known[3] or bool(m)
+
+    def note_map(self, m: dict, table: int, *, made: bool, allocated: bool) -> None:
+        """Records Map ``m``: its table (``INSERTION_ORDER`` for a ``LinkedHashMap``),
+        whether the script made it (with a constructor), whether its table is made."""
+        self.tables[id(m)] = (m, table, made, allocated)
+
+    def map_shrinks(self, m: dict) -> None:
+        """Called before an entry leaves ``m``: its table stays as large as it is."""
+        known = self.tables.get(id(m))
+        if known is None:
+            self.tables[id(m)] = (m, table_size(len(m)), False, True)
+        elif known[1] != INSERTION_ORDER:
+            self.tables[id(m)] = (m, table_size(len(m), known[1]), known[2], True)
 
     def list_written(self) -> None:
         """Called before any List changes: the Lists printed lazily so far keep the content
@@ -97,6 +175,7 @@ class Budget:
         printed (lists that share lists can print far larger than they are)."""
         if type(value) in (list, dict):
             _check_printable(value, self.limits.max_string_chars)
+            return self.string(java_string(value, self.map_keys))
         return self.string(java_string(value))
 
     def string(self, text: str) -> str:
@@ -130,6 +209,32 @@ class Budget:
             self.lazy_upper += item.upper
         if self.allocated + self.lazy_upper > self.limits.max_allocated:
             self._settle()
+
+
+def _maps_within(root: Any) -> dict[int, dict]:
+    """The Maps reachable from ``root`` through Maps and Lists, by id. A List of numbers
+    (an embedding) is passed over with one ``sum``."""
+    found: dict[int, dict] = {}
+    seen_lists: set[int] = set()
+    pending = [root]
+    while pending:
+        value = pending.pop()
+        if type(value) is dict:
+            if id(value) in found:
+                continue
+            found[id(value)] = value
+            items: Any = value.values()
+        elif type(value) is list and id(value) not in seen_lists:
+            seen_lists.add(id(value))
+            try:
+                sum(value)
+                continue
+            except TypeError:
+                items = value
+        else:
+            continue
+        pending.extend([item for item in items if type(item) is dict or type(item) is list])
+    return found
 
 
 def map_key(key: Any) -> Any:
@@ -400,10 +505,36 @@ def _map_put(budget: Budget, m: dict, key: Any, value: Any) -> Any:
     return old
 
 
+def _presized(size: int) -> int:
+    """The table HashMap(Map) and putAll on a table not yet made size for ``size``
+    entries (Java 19 on): ``tableSizeFor(ceil(size / 0.75))``."""
+    return 1 << (math.ceil(size / 0.75) - 1).bit_length()
+
+
 def _map_put_all(budget: Budget, m: dict, other: Any) -> None:
     items = _need(other, dict, "putAll's argument")
     budget.charge(len(items))
-    m.update(items)
+    if items:
+        table, allocated = budget.hash_table(m)
+        known = budget.tables.get(id(m))
+        if known is None or known[1] != INSERTION_ORDER:
+            # before it puts, putAll sizes the table for the other Map's size alone
+            table = table_size(len(items), table) if allocated else _presized(len(items))
+            budget.note_map(m, table, made=known is not None and known[2], allocated=True)
+    m.update([(key, items[key]) for key in budget.map_keys(items)])
+
+
+def _map_remove(budget: Budget, m: dict, key: Any) -> Any:
+    if map_key(key) not in m:
+        return None
+    budget.map_shrinks(m)
+    return m.pop(key)
+
+
+def _map_clear(budget: Budget, m: dict) -> None:
+    if m:
+        budget.map_shrinks(m)
+        m.clear()
 
 
 _MAP: dict[tuple[str, int], Callable[..., Any]] = {
@@ -415,10 +546,10 @@ _MAP: dict[tuple[str, int], Callable[..., Any]] = {
     ("putAll", 1): lambda b, m, o: _map_put_all(b, m, o),
     ("containsKey", 1): lambda b, m, k: map_key(k) in m,
     ("containsValue", 1): lambda b, m, v: any(equals(x, v) for x in m.values()),
-    ("remove", 1): lambda b, m, k: m.pop(map_key(k), None),
-    ("clear", 0): lambda b, m: m.clear(),
-    ("keySet", 0): lambda b, m: (b.charge(len(m)), list(m))[1],
-    ("values", 0): lambda b, m: (b.charge(len(m)), list(m.values()))[1],
+    ("remove", 1): _map_remove,
+    ("clear", 0): _map_clear,
+    ("keySet", 0): lambda b, m: (b.charge(len(m)), b.map_keys(m))[1],
+    ("values", 0): lambda b, m: (b.charge(len(m)), [m[k] for k in b.map_keys(m)])[1],
 }
 
 
@@ -764,19 +895,23 @@ def _new_list(budget: Budget, args: list[Any]) -> list:
     return list(items)
 
 
-def _new_map(budget: Budget, args: list[Any]) -> dict:
-    if not args:
-        return {}
-    items = _need(args[0], dict, "the copied map")
+def _new_map(budget: Budget, args: list[Any], *, linked: bool = False) -> dict:
+    """``new HashMap()``, ``new HashMap(map)``, the same of ``LinkedHashMap``: a copy
+    puts the entries in its source's order, in a table sized to them."""
+    items = _need(args[0], dict, "the copied map") if args else {}
     budget.charge(len(items))
-    return dict(items)
+    m = {key: items[key] for key in budget.map_keys(items)}
+    table = INSERTION_ORDER if linked else _presized(len(items)) if items else 16
+    budget.note_map(m, table, made=True, allocated=bool(items))
+    return m
 
 
 _CONSTRUCTORS: dict[tuple[str, int], Callable[[Budget, list[Any]], Any]] = {
     ("StringBuilder", 0): _new_builder, ("StringBuilder", 1): _new_builder,
     ("ArrayList", 0): _new_list, ("ArrayList", 1): _new_list,
     ("HashMap", 0): _new_map, ("HashMap", 1): _new_map,
-    ("LinkedHashMap", 0): _new_map, ("LinkedHashMap", 1): _new_map,
+    ("LinkedHashMap", 0): lambda b, a: _new_map(b, a, linked=True),
+    ("LinkedHashMap", 1): lambda b, a: _new_map(b, a, linked=True),
     ("BigDecimal", 1): lambda b, a: _big_decimal(a[0]),
     ("String", 0): lambda b, a: "",
     ("String", 1): lambda b, a: _text(a[0], "the copied text"),
