@@ -321,15 +321,31 @@ def _bounds(index: int, length: int, kind: str = "Index") -> None:
 # ------------------------------------------------------------------ String
 
 def _substring(s: str, begin: Any, end: Any = None) -> str:
+    units = utf16_units(s)
     b = _index(begin)
-    e = len(s) if end is None else _index(end)
-    if b < 0 or e > len(s) or b > e:
-        raise Fault("StringIndexOutOfBoundsException", f"begin {b}, end {e}, length {len(s)}")
-    return s[b:e]
+    e = len(units) if end is None else _index(end)
+    if b < 0 or e > len(units) or b > e:
+        raise Fault("StringIndexOutOfBoundsException", f"begin {b}, end {e}, length {len(units)}")
+    return s[b:e] if units is s else from_units(units[b:e])
 
 
 def _index_of(s: str, target: Any, start: Any = 0) -> int:
-    return s.find(_text(target, "the searched text"), max(_index(start), 0))
+    text = _text(target, "the searched text")
+    units = utf16_units(s)
+    return units.find(text if units is s else utf16_units(text), max(_index(start), 0))
+
+
+def _last_index_of(s: str, target: Any) -> int:
+    text = _text(target, "the searched text")
+    units = utf16_units(s)
+    return units.rfind(text if units is s else utf16_units(text))
+
+
+def _char_at(s: str, i: Any) -> str:
+    """A ``char``: a one-unit String (half of a surrogate pair, when ``i`` points there)."""
+    units = utf16_units(s)
+    _bounds(_index(i), len(units), "String")
+    return units[i]
 
 
 def _java_trim(s: str) -> str:
@@ -353,7 +369,7 @@ def _split(s: str, pattern: Any, budget: Budget) -> list[str]:
     if not _REGEX_CHARS.isdisjoint(regex) and regex not in SPLIT_REGEXES:
         raise Fault("IllegalArgumentException", f"split with the regular expression [{regex}] is not supported "
                     "in scripts: split on plain text, use splitOnToken, or one of " + " ".join(sorted(SPLIT_REGEXES)))
-    parts = re.split(regex, s) if regex in SPLIT_REGEXES else s.split(regex) if regex else list(s)
+    parts = re.split(regex, s) if regex in SPLIT_REGEXES else s.split(regex) if regex else list(utf16_units(s))
     if parts and parts[0] == "" and s and regex in SPLIT_REGEXES and re.match(regex, s).end() == 0:
         parts = parts[1:]   # Java drops the empty first part of a zero-width match
     while parts and parts[-1] == "":
@@ -379,7 +395,8 @@ def _compare_to(a: Any, b: Any) -> int:
     if b is None:
         raise _npe("compareTo(null)")
     if type(a) is str:
-        b = _text(b, "the compared text")
+        b = utf16_units(_text(b, "the compared text"))   # Java compares UTF-16 units
+        a = utf16_units(a)
         for x, y in zip(a, b):
             if x != y:
                 return ord(x) - ord(y)
@@ -390,7 +407,7 @@ def _compare_to(a: Any, b: Any) -> int:
 
 
 _STRING: dict[tuple[str, int], Callable[..., Any]] = {
-    ("length", 0): lambda b, s: len(s),
+    ("length", 0): lambda b, s: utf16_length(s),
     ("isEmpty", 0): lambda b, s: not s,
     ("isBlank", 0): lambda b, s: not s.strip(),
     ("contains", 1): lambda b, s, t: _text(t, "the searched text") in s,
@@ -400,7 +417,7 @@ _STRING: dict[tuple[str, int], Callable[..., Any]] = {
     ("substring", 2): lambda b, s, i, j: _substring(s, i, j),
     ("indexOf", 1): lambda b, s, t: _index_of(s, t),
     ("indexOf", 2): lambda b, s, t, i: _index_of(s, t, i),
-    ("lastIndexOf", 1): lambda b, s, t: s.rfind(_text(t, "the searched text")),
+    ("lastIndexOf", 1): lambda b, s, t: _last_index_of(s, t),
     ("startsWith", 1): lambda b, s, t: s.startswith(_text(t, "the prefix")),
     ("endsWith", 1): lambda b, s, t: s.endswith(_text(t, "the suffix")),
     ("equalsIgnoreCase", 1): lambda b, s, t: type(t) is str and s.lower() == t.lower(),
@@ -408,7 +425,7 @@ _STRING: dict[tuple[str, int], Callable[..., Any]] = {
     ("strip", 0): lambda b, s: s.strip(),
     ("toLowerCase", 0): lambda b, s: s.lower(),
     ("toUpperCase", 0): lambda b, s: s.upper(),
-    ("charAt", 1): lambda b, s, i: (_bounds(_index(i), len(s), "String"), s[i])[1],
+    ("charAt", 1): lambda b, s, i: _char_at(s, i),
     ("concat", 1): lambda b, s, t: b.string(s + _text(t, "the concatenated text")),
     ("split", 1): lambda b, s, p: _split(s, p, b),
     ("splitOnToken", 1): lambda b, s, t: _split_on_token(s, t, b),
@@ -566,6 +583,8 @@ def append_text(budget: Budget, sb: JStringBuilder, text: str) -> JStringBuilder
     budget.charge(len(text))
     sb.parts.append(text)
     sb.known += len(text)
+    if not text.isascii():
+        sb.wide += wide_count(text)
     return sb
 
 
@@ -580,36 +599,55 @@ def append_parts(budget: Budget, sb: JStringBuilder, parts: list[str | ListPrint
         budget.defer(item)
     sb.parts.extend(parts)
     sb.known += known
+    sb.wide += sum([wide_count(part) for part in parts if type(part) is str])
     sb.add_lazy(lazy)
+    return sb
+
+
+def _edit(budget: Budget, sb: JStringBuilder, units: str) -> JStringBuilder:
+    """The builder now holds the String of UTF-16 ``units``, charged as a new string."""
+    sb.reset(budget.string(from_units(units)))
     return sb
 
 
 def _insert(budget: Budget, sb: JStringBuilder, i: Any, value: Any) -> JStringBuilder:
     index = _index(i)
-    current = sb.text()
+    current = utf16_units(sb.text())
     if not 0 <= index <= len(current):
         raise Fault("StringIndexOutOfBoundsException", f"offset {index}, length {len(current)}")
-    text = budget.string(current[:index] + budget.text_of(value) + current[index:])
-    sb.parts, sb.length = [text], len(text)
-    return sb
+    return _edit(budget, sb, current[:index] + utf16_units(budget.text_of(value)) + current[index:])
 
 
 def _set_length(budget: Budget, sb: JStringBuilder, n: Any) -> None:
     size = _index(n)
     if size < 0:
         raise Fault("StringIndexOutOfBoundsException", f"length {size}")
-    current = sb.text()
-    text = budget.string(current[:size] + "\0" * max(0, size - len(current)))
-    sb.parts, sb.length = [text], len(text)
+    current = utf16_units(sb.text())
+    _edit(budget, sb, current[:size] + "\0" * max(0, size - len(current)))
+
+
+def _delete_char_at(budget: Budget, sb: JStringBuilder, i: Any) -> JStringBuilder:
+    index = _index(i)
+    current = utf16_units(sb.text())
+    _bounds(index, len(current), "String")
+    return _edit(budget, sb, current[:index] + current[index + 1:])
+
+
+def _reverse(budget: Budget, sb: JStringBuilder) -> JStringBuilder:
+    # Java reverses the units, then puts each surrogate pair back in order: a character
+    # past U+FFFF (one code point here) stays whole; lone surrogates may pair anew.
+    return _edit(budget, sb, utf16_units(sb.text()[::-1]))
 
 
 _BUILDER: dict[tuple[str, int], Callable[..., Any]] = {
     ("append", 1): _append,
-    ("length", 0): lambda b, sb: sb.length,
+    ("length", 0): lambda b, sb: sb.units(),
     ("toString", 0): lambda b, sb: (b.charge(sb.length), sb.text())[1],
     ("insert", 2): _insert,
     ("setLength", 1): _set_length,
-    ("charAt", 1): lambda b, sb, i: (_bounds(_index(i), sb.length, "String"), sb.text()[i])[1],
+    ("charAt", 1): lambda b, sb, i: _char_at(sb.text(), i),
+    ("deleteCharAt", 1): _delete_char_at,
+    ("reverse", 0): _reverse,
     ("isEmpty", 0): lambda b, sb: sb.length == 0,
 }
 
@@ -666,6 +704,7 @@ _METHODS: dict[type, dict[tuple[str, int], Callable[..., Any]]] = {
 _OBJECT: dict[tuple[str, int], Callable[..., Any]] = {
     ("toString", 0): lambda b, v: b.text_of(v),
     ("equals", 1): lambda b, v, o: equals(v, o),
+    ("hashCode", 0): lambda b, v: wrap_int(java_hash(v)),
 }
 
 
