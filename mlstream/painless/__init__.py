@@ -22,6 +22,7 @@ from .library import Budget, Limits, given_params
 from .operators import Fault
 from .parser import parse
 from .runtime import CompiledScript, compile_program
+from .values import from_units
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "Script", "ScriptError", "compile_script"]
 
@@ -63,7 +64,10 @@ class Script:
         """The script's value. With ``lazy``, a String it returns may come as a
         ``LazyText``: its parts, the Lists of doubles printed into it not yet printed."""
         with given_params(params):   # the Maps given iterate in insertion order (Budget)
-            return self._compiled.run(params, limits, lazy=lazy)
+            result = self._compiled.run(params, limits, lazy=lazy)
+        # halves of a character past U+FFFF that the script joined with + are one again,
+        # as they are in a Java String; a lone half stays
+        return from_units(result) if type(result) is str else result
 
 
 _cache: OrderedDict[str, Script] = OrderedDict()

@@ -37,8 +37,19 @@ from .values import (
     wrap_long,
 )
 
-__all__ = ["Budget", "Limits", "given_params", "call_method", "call_static", "cast", "coerce", "construct", "get_field",
-           "new_array", "static_field"]
+__all__ = [
+    "Budget",
+    "Limits",
+    "call_method",
+    "call_static",
+    "cast",
+    "coerce",
+    "construct",
+    "get_field",
+    "given_params",
+    "new_array",
+    "static_field",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +66,7 @@ class BudgetExceeded(Exception):
     pass
 
 
-class given_params:  # noqa: N801 - used as ``with given_params(params):``
+class given_params:
     """Names the ``params`` of the run about to start in this thread, for its ``Budget``
     to tell the Maps it was given from those the script makes."""
 
