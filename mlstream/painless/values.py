@@ -159,7 +159,7 @@ class LazyText:
         self.parts = parts
 
     def text(self) -> str:
-        return _joined(self.parts)
+        return from_units(_joined(self.parts))   # halves the script joined: one character
 
 
 def _joined(parts: list[str | ListPrint]) -> str:
