@@ -141,11 +141,7 @@ class Predictor:
                     f"requests ({MAX_UPSTREAM_REQUESTS_PER_CALL * size} documents): split the input")
         prepared = []
         for chunk in processing.split_dataset(dataset, size):
-            processed = processing.escape_input_parameters(processing.pre_process(
-                action.pre_process_function, chunk, {**connector.parameters, **request_parameters}))
-            # ml-commons' order: the connector's, the request's, the function's, and the
-            # request's again (RemoteConnectorExecutor: "always prioritize the input parameter").
-            merged = {**connector.parameters, **processed, **request_parameters}
+            merged = _pre_processed(connector, chunk, request_parameters)
             processing.check_response_filter(merged.get(RESPONSE_FILTER))
             prepared.append(self._checked(model, merged, request_id))
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
@@ -266,7 +262,7 @@ class Predictor:
         given = processing.parse_predict_input(body, "remote")
         model = self._registry.resolve(model_id)
         resolved()
-        merged = merge_parameters(model.connector, processing.escape_input_parameters(given.parameters))
+        merged = _pre_processed(model.connector, None, processing.escape_input_parameters(given.parameters))
         prepared = self._checked(model, merged, request_id)
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
         return prepared
@@ -279,6 +275,18 @@ class Predictor:
         policy = self._cluster.endpoint_policy
         policy.check_literal_host(policy.check_url(request.url))
         return Prepared(model, merged, request)
+
+
+def _pre_processed(connector: Connector, chunk: processing.Dataset | None,
+                   request_parameters: dict[str, Any]) -> dict[str, Any]:
+    """The parameters one upstream request is rendered with: the pre-process function's
+    output (escaped) merged in ml-commons' order, the connector's, the request's, the
+    function's, and the request's again (RemoteConnectorExecutor: "always prioritize the
+    input parameter"), so a function adds parameters but never replaces the request's."""
+    parameters = {**connector.parameters, **request_parameters}
+    processed = processing.escape_input_parameters(processing.pre_process(
+        connector.action("predict").pre_process_function, chunk, parameters, request_parameters))
+    return {**connector.parameters, **processed, **request_parameters}
 
 
 def _shutting_down() -> ShuttingDown:

@@ -19,7 +19,10 @@ under ``common/src/main/java/org/opensearch/ml/common/`` unless they say otherwi
   ``calculateChunkSize``);
 - Painless process functions (any name that is not a built-in one): the pre-process
   script's params and output (``connector/functions/preprocess/DefaultPreProcessFunction.java``,
-  ``ConnectorUtils.processMLInput`` and ``escapeMLInput``), the post-process script's params
+  ``ConnectorUtils.processMLInput`` and ``escapeMLInput``); over plain ``parameters``, when
+  ``pre_process_function.process_remote_inference_input`` is true
+  (``connector/functions/preprocess/RemoteInferencePreProcessFunction.java``), the request's
+  parameters as the script's params; the post-process script's params
   and how its text becomes tensors (``ml-algorithms/.../utils/ScriptUtils.java``,
   ``ConnectorUtils.processOutput``, ``connector/AbstractConnector.parseResponse``,
   ``output/model/ModelTensor.parser``), ``${parameters.x}`` in a script
@@ -64,6 +67,10 @@ __all__ = [
 ]
 
 NO_ESCAPE_PARAMS = "no_escape_params"
+# MLPreProcessFunction.PROCESS_REMOTE_INFERENCE_INPUT: a script pre-processes plain parameters too
+PROCESS_REMOTE_INFERENCE_INPUT = "pre_process_function.process_remote_inference_input"
+# RemoteInferencePreProcessFunction: that script sees JSON object or array text as Maps and Lists
+CONVERT_PARAMETERS_TO_OBJECTS = "pre_process_function.convert_remote_inference_param_to_object"
 STEP_SIZE_PARAMETER = "input_docs_processed_step_size"
 ALGORITHMS = ("remote", "text_embedding", "text_similarity")
 # Fields of ml-commons' ModelResultFilter: accepted and, for remote models, not applied
@@ -173,7 +180,7 @@ def is_json_container(text: str) -> bool:
         return False
     try:
         json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past what a parser follows: not taken as JSON
         return False
     return True
 
@@ -333,16 +340,25 @@ BEDROCK_EMBEDDING_PRE_PROCESS = _PRE + "bedrock.embedding"
 
 
 def pre_process(function: str | None, dataset: Dataset | None,
-                parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                parameters: Mapping[str, Any] | None = None,
+                request_parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The template parameters a built-in function or a Painless script makes of
-    ``dataset`` (ConnectorUtils ``processMLInput``). A plain remote call (no dataset) is
-    passed through, as ml-commons does for built-in functions and for scripts without
-    ``process_remote_inference_input``. With ``text_docs`` and no function,
-    ``default.embedding`` applies. ``parameters`` fill ``${parameters.x}`` in a script."""
+    ``dataset`` (ConnectorUtils ``processMLInput``). With ``text_docs`` and no function,
+    ``default.embedding`` applies. ``parameters`` (the connector's and the request's,
+    merged) fill ``${parameters.x}`` in a script.
+
+    A plain remote call (no dataset) adds nothing, as in ml-commons for built-in
+    functions and for scripts, unless ``parameters`` set
+    ``pre_process_function.process_remote_inference_input`` to true: then a script runs
+    on ``request_parameters`` (the request's, escaped)."""
+    parameters = parameters or {}
     if dataset is None:
+        if function is not None and is_script(function) and _parse_boolean(parameters.get(PROCESS_REMOTE_INFERENCE_INPUT)):
+            return _remote_input_script(script_for(function, parameters), request_parameters or {},
+                                        _parse_boolean(parameters.get(CONVERT_PARAMETERS_TO_OBJECTS)))
         return {}
     if function is not None and is_script(function):
-        return _pre_process_script(script_for(function, parameters or {}), dataset)
+        return _pre_process_script(script_for(function, parameters), dataset)
     if function is None:
         if isinstance(dataset, TextSimilarity):
             raise BadRequest("pre_process_function not defined in connector: text_similarity input "
@@ -607,22 +623,30 @@ def script_for(function: str, parameters: Mapping[str, Any]) -> Script:
     return compile_script(function)
 
 
-def _gson_text(value: Any) -> str:
-    """Gson's JSON text of a value it parsed: every number is a Double (``1.0``), no spaces."""
+def _gson_text(value: Any, *, doubles: bool = True) -> str:
+    """Gson's JSON text, no spaces, of a value Gson parsed (``doubles``: every number is a
+    Double, ``1.0``) or Jackson parsed (an integer stays one, other numbers are Doubles)."""
     if value is None:
         return "null"
     if value is True or value is False:
         return "true" if value else "false"
+    if isinstance(value, int) and not doubles:
+        return str(value)
     if isinstance(value, (int, float)):
         from .painless.values import double_to_string  # only ever reached from a script
         return double_to_string(float(value))
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     if isinstance(value, list):
-        return "[" + ",".join(map(_gson_text, value)) + "]"
+        return "[" + ",".join(_gson_text(item, doubles=doubles) for item in value) + "]"
     if isinstance(value, dict):
-        return "{" + ",".join(f"{_gson_text(str(k))}:{_gson_text(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{_gson_text(str(k))}:{_gson_text(v, doubles=doubles)}" for k, v in value.items()) + "}"
     return _gson_text(str(value))
+
+
+def _parse_boolean(value: Any) -> bool:
+    """Java's ``Boolean.parseBoolean`` of a parameter's text: "true" in any case."""
+    return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
 def _pre_process_script(script: Script, dataset: Dataset) -> dict[str, Any]:
@@ -632,7 +656,28 @@ def _pre_process_script(script: Script, dataset: Dataset) -> dict[str, Any]:
     if isinstance(dataset, TextSimilarity):
         params["query_text"] = escape_json_text(dataset.query_text)
     params["text_docs"] = [None if doc is None else escape_json_text(doc) for doc in dataset.docs]
-    output = script.run(params)
+    return _script_parameters(script.run(params))
+
+
+def _remote_input_script(script: Script, request_parameters: Mapping[str, Any], as_objects: bool) -> dict[str, Any]:
+    # RemoteInferencePreProcessFunction: the script's params are the request's parameters as
+    # ml-commons holds them, text (a JSON value sent as its JSON text, getParameterMap),
+    # already escaped (RemoteConnectorExecutor escapes them before processInput). With
+    # convert_remote_inference_param_to_object, JSON object or array text is read as Gson
+    # reads it into an Object: Maps, Lists, every number a Double.
+    params: dict[str, Any] = {}
+    try:
+        for name, value in request_parameters.items():
+            text = value if isinstance(value, str) else _gson_text(value, doubles=False)
+            params[name] = json.loads(text, parse_int=float) if as_objects and is_json_container(text) else text
+    except RecursionError:
+        raise BadRequest("[parameters] are nested too deeply for pre_process_function") from None
+    return _script_parameters(script.run(params))
+
+
+def _script_parameters(output: Any) -> dict[str, Any]:
+    """The parameters a pre-process script's output gives: its text read as JSON,
+    ``{"parameters": {...}}``, each value kept if a string, else its JSON text."""
     if output is None:
         raise ScriptError("pre_process_function: Preprocess function output is null")
     if not isinstance(output, str):

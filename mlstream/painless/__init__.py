@@ -2,7 +2,9 @@
 ml-commons' published connector blueprints and tutorials carry.
 
 Pure and I/O-free: lexer (``lexer``), parser to frozen AST values (``parser``, ``syntax``),
-a compiler to closures that runs within a step and allocation budget (``runtime``), Java
+a compiler to closures that runs within a step and allocation budget (``runtime``), a
+translation of the checked program to Python source that runs as the closures do, only
+faster (``pysource``), Java
 values and their printing (``values``, ``operators``) and the whitelist (``library``).
 A script reaches nothing but the values it is given: there are no imports, no classes
 beyond the whitelist and no reflection.
@@ -21,6 +23,7 @@ from ..errors import ScriptError
 from .library import Budget, Limits, given_params
 from .operators import Fault
 from .parser import parse
+from .pysource import translate
 from .runtime import CompiledScript, compile_program
 from .values import from_units
 
@@ -84,7 +87,9 @@ def compile_script(source: str) -> Script:
     if len(source) > MAX_SOURCE_CHARS:
         raise ScriptError(f"a Painless script may be at most {MAX_SOURCE_CHARS} characters long")
     try:
-        script = Script(source, compile_program(parse(source), BUILTINS))
+        program = parse(source)
+        compiled = compile_program(program, BUILTINS)   # checks the script: ScriptError names the place
+        script = Script(source, compiled.translated_to(translate(program, BUILTINS)))
     except RecursionError:
         raise ScriptError("Painless syntax error: the script is nested too deeply") from None
     with _cache_lock:

@@ -64,6 +64,8 @@ from .values import (
     JStringBuilder,
     LazyText,
     ListPrint,
+    double_to_string,
+    float_to_string,
     type_name,
     wrap_int,
     wrap_long,
@@ -134,41 +136,56 @@ class _FunctionInfo:
 
 
 class CompiledScript:
-    """A compiled script: ``run(params, limits)`` returns the script's value."""
+    """A compiled script: ``run(params, limits)`` returns the script's value. It runs
+    as closures, or as the Python function ``pysource`` translated it to, when given."""
 
-    def __init__(self, body: Exec, frame_size: int, params_slot: int) -> None:
+    def __init__(self, body: Exec, frame_size: int, params_slot: int,
+                 translated: Callable[[Budget, dict[str, Any]], Any] | None = None) -> None:
         self._body = body
         self._frame_size = frame_size
         self._params_slot = params_slot
+        self.translated = translated
+
+    def translated_to(self, translated: Callable[[Budget, dict[str, Any]], Any] | None) -> CompiledScript:
+        return CompiledScript(self._body, self._frame_size, self._params_slot, translated)
 
     def run(self, params: dict[str, Any], limits: Limits, *, lazy: bool = False) -> Any:
         """The script's value; with ``lazy``, a String it returns may be a ``LazyText``."""
         budget = Budget(limits)
-        frame: Frame = [None] * self._frame_size
-        frame[0] = budget
-        frame[self._params_slot] = params
         try:
-            outcome = self._body(frame)
-        except Fault as fault:
-            raise ScriptError(f"Painless runtime error at line {budget.line}: {fault}") from None
-        except _Thrown as thrown:
-            exc = thrown.exception
-            raise ScriptError(f"Painless runtime error at line {budget.line}: {exc.type}"
-                              + (f": {exc.message}" if exc.message is not None else "")) from None
-        except BudgetExceeded as spent:
-            raise ScriptError(f"Painless script stopped at line {budget.line}: {spent}") from None
-        except RecursionError:
-            raise ScriptError(f"Painless script stopped at line {budget.line}: nested too deeply") from None
-        except (TypeError, ValueError, ArithmeticError, LookupError) as error:
-            # A value combination the whitelist does not foresee: still the script's error,
-            # never a traceback (the fuzz tests look for this message and fail on it).
-            raise ScriptError(f"Painless runtime error at line {budget.line}: {INTERNAL} "
-                              f"({type(error).__name__})") from None
+            if self.translated is not None:
+                outcome = self.translated(budget, params)
+            else:
+                frame: Frame = [None] * self._frame_size
+                frame[0] = budget
+                frame[self._params_slot] = params
+                outcome = self._body(frame)
+        except Exception as error:
+            # the translated code gives a failure its line; the closures keep it in the budget
+            raise _script_error(error, getattr(error, "painless_line", budget.line)) from None
         if isinstance(outcome, _Returned):
             outcome = outcome.value
         if type(outcome) is LazyText and not lazy:
             return outcome.text()
         return outcome
+
+
+def _script_error(error: Exception, line: int) -> ScriptError:
+    if isinstance(error, Fault):
+        return ScriptError(f"Painless runtime error at line {line}: {error}")
+    if isinstance(error, _Thrown):
+        exc = error.exception
+        return ScriptError(f"Painless runtime error at line {line}: {exc.type}"
+                           + (f": {exc.message}" if exc.message is not None else ""))
+    if isinstance(error, BudgetExceeded):
+        return ScriptError(f"Painless script stopped at line {line}: {error}")
+    if isinstance(error, RecursionError):
+        return ScriptError(f"Painless script stopped at line {line}: nested too deeply")
+    if isinstance(error, (TypeError, ValueError, ArithmeticError, LookupError)):
+        # A value combination the whitelist does not foresee: still the script's error,
+        # never a traceback (the fuzz tests look for this message and fail on it).
+        return ScriptError(f"Painless runtime error at line {line}: {INTERNAL} ({type(error).__name__})")
+    raise error
 
 
 def compile_program(program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> CompiledScript:
@@ -228,7 +245,7 @@ class _Compiler:
             last = implicit_return and position == len(statements) - 1
             if last and isinstance(statement, ExprStatement):
                 # Painless returns the value of a script's last expression statement.
-                compiled.append(self.return_of(statement.expr, statement.line))
+                compiled.append(self.stepped(statement.line, self.return_of(statement.expr, statement.line)))
             else:
                 compiled.append(self.statement(statement))
         self.scope = outer
@@ -248,10 +265,12 @@ class _Compiler:
         return self.statements(block.statements, implicit_return=False)
 
     def statement(self, node: Statement) -> Exec:
-        line = node.line
-        expression = isinstance(node, ExprStatement)   # the commonest: its value is dropped
-        inner = self.expr(node.expr) if expression else self._statement(node)
+        if isinstance(node, ExprStatement):   # the commonest: its value is dropped
+            return self.stepped(node.line, self.expr(node.expr), expression=True)
+        return self.stepped(node.line, self._statement(node))
 
+    def stepped(self, line: int, inner: Exec, *, expression: bool = False) -> Exec:
+        """``inner`` as one step of the script, on ``line``."""
         def step(frame: Frame) -> Any:
             budget = frame[0]
             budget.line = line
@@ -431,66 +450,19 @@ class _Compiler:
             return lazy_concat
         if isinstance(node, Call) and node.name == "toString" and not node.args:
             target, null_safe = self.expr(node.target), node.null_safe
-
-            def lazy_builder_text(frame: Frame) -> Any:
-                receiver = target(frame)
-                if type(receiver) is not JStringBuilder or not receiver.lazy:
-                    if receiver is None and null_safe:
-                        return None
-                    return library.call_method(frame[0], receiver, "toString", [])
-                budget = frame[0]
-                budget.charge(receiver.known)
-                for item in receiver.lazy:
-                    budget.defer(item)
-                return LazyText(list(receiver.parts))
-            return lazy_builder_text
+            return lambda frame: builder_text(frame[0], target(frame), null_safe)
         return None
 
     def concat(self, node: Binary) -> Callable[[Frame], tuple[Any, list | None, int, list]]:
-        """A left-leaning ``a + b + c`` chain, run as ``_plus`` runs it (the same values,
-        charges and checks, left to right), except that a long List of doubles added to a
-        String is not printed (``ListPrint``). Returns (value, None, 0, []) when no List
-        was left unprinted, else (None, the string's parts, characters of its strings, the
-        ListPrints)."""
-        operands: list[Expr] = []
-        left: Expr = node
-        while isinstance(left, Binary) and left.op == "+":
-            operands.append(left.right)
-            left = left.left
-        operands.append(left)
-        code = tuple(self.expr(operand) for operand in reversed(operands))
+        """A left-leaning ``a + b + c`` chain, run by ``Concat``."""
+        code = tuple(self.expr(operand) for operand in concat_operands(node))
+        first, rest = code[0], code[1:]
 
         def run_concat(frame: Frame) -> tuple[Any, list | None, int, list]:
-            budget = frame[0]
-            value = code[0](frame)
-            position = 1
-            while position < len(code) and type(value) is not str:
-                value = _plus(budget, value, code[position](frame))
-                position += 1
-            if position == len(code):
-                return value, None, 0, []
-            parts: list[Any] = [value]
-            known = len(value)
-            lazy: list[ListPrint] = []
-            for operand in code[position:]:
-                item = operand(frame)
-                if type(item) is str:
-                    text = item
-                else:
-                    printed = ListPrint.of(item)
-                    if printed is not None:
-                        budget.lazy_print(printed)     # String.valueOf(list), as text_of
-                        parts.append(printed)
-                        lazy.append(printed)
-                        budget.lazy_string(known, lazy)      # the string made so far, as _plus
-                        continue
-                    text = budget.text_of(item)
-                parts.append(text)
-                known += len(text)
-                budget.lazy_string(known, lazy)
-            if not lazy:
-                return "".join(parts), None, 0, []
-            return None, parts, known, lazy
+            chain = Concat(frame[0], first(frame))
+            for operand in rest:
+                chain.add(operand(frame))
+            return chain.result()
         return run_concat
 
     # ------------------------------------------------------------ expressions
@@ -605,36 +577,22 @@ class _Compiler:
     def _append(self, target: Eval, arg: Expr, null_safe: bool) -> Eval:
         # StringBuilder.append is the hot path of the published scripts: inline it, and
         # leave the Lists of doubles added to it unprinted (ListPrint) until it is read.
-        append_text, append_parts = library.append_text, library.append_parts
-        pieces: Callable[[Frame], tuple[Any, list | None, int, list]]
         if isinstance(arg, Binary) and arg.op == "+":
             pieces = self.concat(arg)
 
-            def plain(frame: Frame) -> Any:
-                value, parts, _, _ = pieces(frame)
-                return value if parts is None else LazyText(parts).text()
-        else:
-            plain = self.expr(arg)
-
-            def pieces(frame: Frame) -> tuple[Any, list | None, int, list]:
-                value = plain(frame)
-                printed = ListPrint.of(value)
-                if printed is None:
-                    return value, None, 0, []
-                frame[0].lazy_print(printed)   # String.valueOf(list), as text_of
-                return None, [printed], 0, [printed]
+            def append_concatenated(frame: Frame) -> Any:
+                receiver = target(frame)
+                if receiver is None and null_safe:
+                    return None
+                return append_concat(frame[0], receiver, pieces(frame))
+            return append_concatenated
+        value = self.expr(arg)
 
         def append(frame: Frame) -> Any:
             receiver = target(frame)
-            if type(receiver) is not JStringBuilder:
-                if receiver is None and null_safe:
-                    return None
-                return library.call_method(frame[0], receiver, "append", [plain(frame)])
-            value, parts, known, lazy = pieces(frame)
-            budget = frame[0]
-            if parts is not None:
-                return append_parts(budget, receiver, parts, known, lazy)
-            return append_text(budget, receiver, value if type(value) is str else budget.text_of(value))
+            if receiver is None and null_safe:
+                return None
+            return append_value(frame[0], receiver, value(frame))
         return append
 
     def e_StaticCall(self, node: StaticCall) -> Eval:
@@ -799,6 +757,123 @@ class _Compiler:
             new = _index_set(frame[0], receiver, where, new)
             return old if post else new
         return set_index
+
+
+def concat_operands(node: Binary) -> list[Expr]:
+    """The operands of a left-leaning ``a + b + c`` chain, left to right."""
+    operands: list[Expr] = []
+    left: Expr = node
+    while isinstance(left, Binary) and left.op == "+":
+        operands.append(left.right)
+        left = left.left
+    operands.append(left)
+    operands.reverse()
+    return operands
+
+
+class Concat:
+    """A ``+`` chain run as ``_plus`` runs it (the same values, charges and checks, left
+    to right, each operand added as soon as it is computed), except that a long List of
+    doubles added to a String is not printed (``ListPrint``). ``result()`` is (value,
+    None, 0, []) when no List was left unprinted, else (None, the string's parts,
+    characters of its strings, the ListPrints)."""
+
+    __slots__ = ("budget", "known", "lazy", "parts", "value")
+
+    def __init__(self, budget: Budget, first: Any) -> None:
+        self.budget = budget
+        self.value = first
+        self.parts: list[Any] | None = None   # once the value so far is a String
+        self.known = 0
+        self.lazy: list[ListPrint] = []
+
+    def add(self, item: Any) -> Concat:
+        budget, parts = self.budget, self.parts
+        if parts is None:
+            value = self.value
+            if type(value) is not str:
+                self.value = _plus(budget, value, item)
+                return self
+            parts = self.parts = [value]
+            self.known = len(value)
+        if type(item) is str:
+            text = item
+        else:
+            printed = ListPrint.of(item)
+            if printed is not None:
+                budget.lazy_print(printed)     # String.valueOf(list), as text_of
+                parts.append(printed)
+                self.lazy.append(printed)
+                budget.lazy_string(self.known, self.lazy)      # the string made so far, as _plus
+                return self
+            text = budget.text_of(item)
+        parts.append(text)
+        self.known += len(text)
+        budget.lazy_string(self.known, self.lazy)
+        return self
+
+    def result(self) -> tuple[Any, list | None, int, list]:
+        if self.parts is None:
+            return self.value, None, 0, []
+        if not self.lazy:
+            return "".join(self.parts), None, 0, []
+        return None, self.parts, self.known, self.lazy
+
+
+def append_concat(budget: Budget, receiver: Any, pieces: tuple[Any, list | None, int, list]) -> Any:
+    """``receiver.append(a + b + ...)``, given the chain's ``Concat.result()``."""
+    value, parts, known, lazy = pieces
+    if type(receiver) is not JStringBuilder:
+        return library.call_method(budget, receiver, "append", [value if parts is None else LazyText(parts).text()])
+    if parts is not None:
+        return library.append_parts(budget, receiver, parts, known, lazy)
+    return library.append_text(budget, receiver, value if type(value) is str else budget.text_of(value))
+
+
+def append_value(budget: Budget, receiver: Any, value: Any) -> Any:
+    """``receiver.append(value)``: a List of doubles appended to a StringBuilder is left
+    unprinted until the builder is read."""
+    if type(receiver) is not JStringBuilder:
+        return library.call_method(budget, receiver, "append", [value])
+    kind = type(value)
+    if kind is str:
+        return library.append_text(budget, receiver, value)
+    if kind is JFloat or kind is int or kind is float:
+        # the numbers of a vector, one by one: text_of's and append_text's checks and
+        # charges, in their order, inline
+        text = float_to_string(value) if kind is JFloat else str(value) if kind is int else double_to_string(value)
+        size, limits = len(text), budget.limits
+        if size > limits.max_string_chars:
+            budget.check_size(size)
+        budget.allocated += size
+        if budget.allocated + budget.lazy_upper > limits.max_allocated:
+            budget.charge(0)
+        if receiver.known + receiver.lazy_upper + size > limits.max_string_chars:
+            budget.check_size(receiver.length + size)
+        budget.allocated += size
+        if budget.allocated + budget.lazy_upper > limits.max_allocated:
+            budget.charge(0)
+        receiver.parts.append(text)
+        receiver.known += size
+        return receiver
+    printed = ListPrint.of(value)
+    if printed is None:
+        return library.append_text(budget, receiver, budget.text_of(value))
+    budget.lazy_print(printed)   # String.valueOf(list), as text_of
+    return library.append_parts(budget, receiver, [printed], 0, [printed])
+
+
+def builder_text(budget: Budget, receiver: Any, null_safe: bool) -> Any:
+    """``receiver.toString()`` as a script's String result: a ``LazyText`` when the
+    builder holds Lists of doubles not yet printed."""
+    if type(receiver) is not JStringBuilder or not receiver.lazy:
+        if receiver is None and null_safe:
+            return None
+        return library.call_method(budget, receiver, "toString", [])
+    budget.charge(receiver.known)
+    for item in receiver.lazy:
+        budget.defer(item)
+    return LazyText(list(receiver.parts))
 
 
 _FAST_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,

@@ -369,24 +369,28 @@ def float_to_string(value: float) -> str:
     """The fewest digits (``%.Ng``) that read back as the same float. Reading back is
     monotone in N when the float's rounding interval is symmetric, as it is for all but
     powers of two (whose lower neighbour is half as far; the tests try each of those), so
-    the search starts at six digits (a float has 6 to 9) and goes down while fewer still
-    read back, else up: two tries for most floats instead of six to nine."""
-    if math.isnan(value) or value in (math.inf, -math.inf) or value == 0:
+    the search starts at seven digits (a float has 6 to 9; most need 7 or 8) and goes
+    down while fewer still read back, else up: two tries for most floats."""
+    if value != value or value in _INFINITIES or value == 0:
         return double_to_string(value)
-    packed = _FLOAT32.pack(value)
-    text = f"{value:.6g}"
-    if _FLOAT32.pack(float(text)) == packed:
-        for precision in range(5, 0, -1):
-            fewer = f"{value:.{precision}g}"
-            if _FLOAT32.pack(float(fewer)) != packed:
+    pack = _FLOAT32.pack
+    packed = pack(value)
+    text = format(value, ".7g")
+    if pack(float(text)) == packed:
+        for spec in _FEWER_DIGITS:
+            fewer = format(value, spec)
+            if pack(float(fewer)) != packed:
                 break
             text = fewer
     else:
-        for precision in range(7, 10):   # 9 digits always read back
-            text = f"{value:.{precision}g}"
-            if _FLOAT32.pack(float(text)) == packed:
-                break
+        text = format(value, ".8g")
+        if pack(float(text)) != packed:
+            text = format(value, ".9g")   # 9 digits always read back
     return _java_form(text, value)
+
+
+_INFINITIES = (math.inf, -math.inf)
+_FEWER_DIGITS = tuple(f".{precision}g" for precision in range(6, 0, -1))
 
 
 def _redo(token: str) -> str:

@@ -40,7 +40,7 @@ from mlstream.testing.painless_scripts import (
     TITAN_EMBEDDING_PRE,
 )
 
-from .conftest import Client
+from .conftest import Client, openai_connector, raw_request
 from .helpers import bedrock_connector
 
 ML = "/_plugins/_ml"
@@ -220,6 +220,61 @@ def test_deepseek_rag_on_sagemaker_tutorial(tgi: FakeSageMaker, api: Client) -> 
         "{ \"inputs\": \"${parameters.inputs}\", \"parameters\": {\"max_new_tokens\": 256} }", None, DEEPSEEK_POST))
     answer = api.ok("POST", f"{ML}/models/{model_id}/_predict", {"parameters": {"inputs": "Who is Hamlet?"}})
     assert outputs(answer) == [[{"name": "response", "dataAsMap": {"completion": DEFAULT_TEXT}}]]
+
+
+# ------------------------------------------------------------------ a script over plain parameters
+# ml-algorithms/.../remote/ConnectorUtils.java processMLInput and
+# connector/functions/preprocess/RemoteInferencePreProcessFunction.java (ml-commons'
+# docs/ publish no connector using it: this one is written like the chat blueprints).
+
+REMOTE_INPUT = "pre_process_function.process_remote_inference_input"
+# A question turned into chat messages; params.question arrives escaped, so it is quoted as it is.
+QUESTION_TO_MESSAGES = """
+    def content = 'Answer briefly: ' + params.question;
+    return '{"parameters": {"messages": [{"role": "user", "content": "' + content + '"}]}}';
+"""
+QUESTION = 'Is "x" \\ y?\n'
+
+
+def chat_model(api: Client, fake: FakeOpenAI, pre_process: str, **parameters: Any) -> str:
+    connector = openai_connector(fake)
+    connector["parameters"].update(parameters)
+    connector["actions"][0]["pre_process_function"] = pre_process
+    return api.model_for(connector)
+
+
+def sent_messages(fake: FakeOpenAI) -> Any:
+    return fake.stats.requests[-1].body["messages"]
+
+
+def test_a_script_pre_processes_parameters_when_the_connector_asks(fake: FakeOpenAI, api: Client) -> None:
+    """The script's parameters are added to the request's, which win where both name one."""
+    model_id = chat_model(api, fake, QUESTION_TO_MESSAGES, **{REMOTE_INPUT: "true"})
+    api.ok("POST", f"{ML}/models/{model_id}/_predict", {"parameters": {"question": QUESTION}})
+    assert sent_messages(fake) == [{"role": "user", "content": "Answer briefly: " + QUESTION}]
+    own = [{"role": "user", "content": "mine"}]
+    api.ok("POST", f"{ML}/models/{model_id}/_predict", {"parameters": {"question": QUESTION, "messages": own}})
+    assert sent_messages(fake) == own
+    streamed = raw_request(api.base_url, "POST", f"{ML}/models/{model_id}/_predict/stream",
+                           json.dumps({"parameters": {"question": QUESTION,
+                                                      "_llm_interface": "openai/v1/chat/completions"}}).encode())
+    assert streamed.status == 200 and streamed.events()
+    assert sent_messages(fake) == [{"role": "user", "content": "Answer briefly: " + QUESTION}]
+
+
+def test_without_the_flag_parameters_pass_by_the_script(fake: FakeOpenAI, api: Client) -> None:
+    """Unset (or false), the script is not run on parameters; the request may set the flag
+    itself, and a script that then fails is a 400 that reaches no provider."""
+    failing = "throw new IllegalArgumentException('no question: ' + params.question);"
+    model_id = chat_model(api, fake, failing, **{REMOTE_INPUT: "false"})
+    own = [{"role": "user", "content": "mine"}]
+    api.ok("POST", f"{ML}/models/{model_id}/_predict", {"parameters": {"messages": own}})
+    assert sent_messages(fake) == own and len(fake.stats.requests) == 1
+    reply = api.call("POST", f"{ML}/models/{model_id}/_predict",
+                     {"parameters": {"messages": own, "question": "q", REMOTE_INPUT: "True"}})
+    assert reply.status == 400 and reply.body["error"]["type"] == "script_exception"
+    assert reply.body["error"]["reason"] == "Painless runtime error at line 1: IllegalArgumentException: no question: q"
+    assert len(fake.stats.requests) == 1
 
 
 # ------------------------------------------------------------------ errors

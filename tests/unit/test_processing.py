@@ -380,3 +380,81 @@ def test_the_painless_interpreter_is_loaded_only_when_a_script_is_compiled() -> 
              "print(before, 'mlstream.painless' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+# ------------------------------------------------------------------ a script over plain parameters
+# ml-algorithms/.../remote/ConnectorUtils.java processMLInput: a script pre-processes a
+# `parameters` body only when pre_process_function.process_remote_inference_input is true
+# (Boolean.parseBoolean); connector/functions/preprocess/RemoteInferencePreProcessFunction.java:
+# the script's params are the request's parameters, as text, escaped before it runs
+# (RemoteConnectorExecutor.executeAction); with convert_remote_inference_param_to_object
+# JSON object or array text is read into Maps and Lists, every number a Double.
+
+REMOTE_INPUT = processing.PROCESS_REMOTE_INFERENCE_INPUT
+AS_OBJECTS = processing.CONVERT_PARAMETERS_TO_OBJECTS
+# A prompt turned into chat messages: the question quoted into JSON as it arrives.
+TO_MESSAGES = """
+    def content = 'Answer briefly: ' + params.question;
+    return '{"parameters": {"messages": [{"role": "user", "content": "' + content + '"}]}}';
+"""
+# Each parameter's value as the script sees it, joined by '|'.
+SEEN = "return '{\"parameters\": {\"seen\": \"' + params.n + '|' + params.none + '|' + params.yes + '|' + " \
+       "params.big + '\", \"obj\": ' + params.obj + '}}';"
+VALUES = {"n": 3, "obj": {"a": [1, 2.5]}, "none": None, "yes": True, "big": 1e20}
+QUESTION = {"question": 'Is "x" \\ y?\n'}
+
+REMOTE_INPUT_CASES = [
+    ("escaped-text-quoted-into-json", TO_MESSAGES, QUESTION, {REMOTE_INPUT: "true"},
+     {"messages": json.dumps([{"role": "user", "content": 'Answer briefly: Is "x" \\ y?\n'}],
+                             separators=(",", ":"))}),
+    ("parse-boolean-ignores-case", TO_MESSAGES, {"question": "q"}, {REMOTE_INPUT: "TRUE"},
+     {"messages": '[{"role":"user","content":"Answer briefly: q"}]'}),
+    ("a-json-true-is-true", TO_MESSAGES, {"question": "q"}, {REMOTE_INPUT: True},
+     {"messages": '[{"role":"user","content":"Answer briefly: q"}]'}),
+    ("absent-passes-through", TO_MESSAGES, QUESTION, {}, {}),
+    ("false-passes-through", TO_MESSAGES, QUESTION, {REMOTE_INPUT: "false"}, {}),
+    ("not-a-boolean-is-false", TO_MESSAGES, QUESTION, {REMOTE_INPUT: "yes"}, {}),
+    ("built-in-function-passes-through", PRE + "openai.embedding", QUESTION, {REMOTE_INPUT: "true"}, {}),
+    ("values-as-their-json-text", SEEN, VALUES, {REMOTE_INPUT: "true"},
+     {"seen": "3|null|true|1.0E20", "obj": '{"a":[1.0,2.5]}'}),
+    ("json-text-read-as-objects", ("return '{\"parameters\": {\"half\": ' + params.obj.a[0] / 2 + ', "
+                                   "\"n\": \"' + params.n + '\"}}';"), VALUES, {REMOTE_INPUT: "true", AS_OBJECTS: "true"},
+     {"half": "0.5", "n": "3"}),
+    ("json-text-stays-text-without-the-flag", "return '{\"parameters\": {\"len\": ' + params.obj.length() + '}}';",
+     VALUES, {REMOTE_INPUT: "true"}, {"len": "13.0"}),
+    ("output-values-as-gson-text", "return '{\"parameters\": {\"k\": 1, \"m\": {\"x\": [2]}, \"s\": \"t\"}}';",
+     {}, {REMOTE_INPUT: "true"}, {"k": "1.0", "m": '{"x":[2.0]}', "s": "t"}),
+    ("connector-parameter-filled-in", "return '{\"parameters\": {\"m\": \"' + ${parameters.model} + '\"}}';",
+     {}, {REMOTE_INPUT: "true", "model": "gpt-x"}, {"m": "gpt-x"}),
+]
+
+
+@pytest.mark.parametrize("function, request_parameters, flags, expected", [c[1:] for c in REMOTE_INPUT_CASES],
+                         ids=[c[0] for c in REMOTE_INPUT_CASES])
+def test_pre_process_remote_input(function: str, request_parameters: dict[str, Any], flags: dict[str, Any],
+                                  expected: dict[str, Any]) -> None:
+    escaped = escape_input_parameters(request_parameters)
+    assert pre_process(function, None, {**flags, **escaped}, escaped) == expected
+
+
+REMOTE_INPUT_ERRORS = [
+    ("returns-null", "return null;", {}, "Preprocess function output is null"),
+    ("returns-not-json", "return 'messages: ' + params.question;", QUESTION, "not JSON"),
+    ("throws", "throw new IllegalArgumentException('no ' + params.question);", {"question": "q"},
+     "Painless runtime error at line 1: IllegalArgumentException: no q"),
+    ("parameters-not-an-object", "return '{\"parameters\": [1]}';", {}, "with an object"),
+    ("nested-too-deeply", TO_MESSAGES, {"question": json.loads("[" * 900 + "]" * 900)}, "nested too deeply"),
+]
+
+
+@pytest.mark.parametrize("function, request_parameters, message", [c[1:] for c in REMOTE_INPUT_ERRORS],
+                         ids=[c[0] for c in REMOTE_INPUT_ERRORS])
+def test_pre_process_remote_input_refused(function: str, request_parameters: dict[str, Any], message: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        pre_process(function, None, {REMOTE_INPUT: "true", **request_parameters}, request_parameters)
+    assert message in caught.value.reason and caught.value.http_status == 400
+
+
+def test_deeply_nested_text_is_not_taken_for_json() -> None:
+    # escapeRemoteInferenceInputData: text no parser follows to its end is escaped as text
+    assert escape_input_parameters({"x": "[" * 100_000 + '"'}) == {"x": "[" * 100_000 + '\\"'}
