@@ -68,15 +68,17 @@ class BudgetExceeded(Exception):
 
 class given_params:
     """Names the ``params`` of the run about to start in this thread, for its ``Budget``
-    to tell the Maps it was given from those the script makes."""
+    to tell the Maps it was given from those the script makes. ``table``: ``params``
+    itself is a HashMap of that many buckets (0: it keeps insertion order)."""
 
-    __slots__ = ("params",)
+    __slots__ = ("params", "table")
 
-    def __init__(self, params: Any) -> None:
+    def __init__(self, params: Any, table: int = 0) -> None:
         self.params = params
+        self.table = table
 
     def __enter__(self) -> None:
-        _given.params = self.params
+        _given.params, _given.table = self.params, self.table
 
     def __exit__(self, *exc: object) -> None:
         _given.params = None
@@ -115,6 +117,8 @@ class Budget:
         self.given_maps: dict[int, dict] | None = None
         # id -> (the Map, kept alive for the id to stay its; table; made; allocated): see note_map
         self.tables: dict[int, tuple[dict, int, bool, bool]] = {}
+        if self.given is not None and _given.table:
+            self.note_map(self.given, _given.table, made=True, allocated=True)
 
     def map_keys(self, m: dict) -> list[Any]:
         """``m.keySet()`` in ``m``'s iteration order."""
@@ -142,7 +146,8 @@ class Budget:
 
     def note_map(self, m: dict, table: int, *, made: bool, allocated: bool) -> None:
         """Records Map ``m``: its table (``INSERTION_ORDER`` for a ``LinkedHashMap``),
-        whether the script made it (with a constructor), whether its table is made."""
+        whether it is a HashMap even if given (the script made it with a constructor, or
+        ``params`` is one), whether its table is made."""
         self.tables[id(m)] = (m, table, made, allocated)
 
     def map_shrinks(self, m: dict) -> None:

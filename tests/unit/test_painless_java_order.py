@@ -306,6 +306,18 @@ def test_given_maps_keep_insertion_order(keys: list[str]) -> None:
     assert run("return '' + params.m + params.l[0]", {"m": given, "l": [dict(given)]}) == expected + expected
 
 
+def test_params_as_a_hash_map() -> None:
+    # RemoteInferencePreProcessFunction's inputParams is a java.util.HashMap; the Maps in it
+    # (gson's) keep insertion order. A one-letter key hashes to its code: e 101, a 97,
+    # d 100; in 16 buckets 5, 1, 4; in 4 buckets (putAll of 3: tableSizeFor(ceil(3 / 0.75)))
+    # 1, 1, 0, e before a as put
+    params = {"e": 1, "a": {"y": 1, "x": 2}, "d": 3}
+    script = compile_script("return '' + params")
+    assert script.run(params) == "{e=1, a={y=1, x=2}, d=3}"
+    assert script.run(params, params_table=16) == "{a={y=1, x=2}, d=3, e=1}"
+    assert script.run(params, params_table=4) == "{d=3, e=1, a={y=1, x=2}}"
+
+
 # ------------------------------------------------------------------ UTF-16 Strings
 
 def units(text: str) -> list[int]:
