@@ -20,11 +20,12 @@ from collections import OrderedDict
 from typing import Any
 
 from ..errors import ScriptError
-from .library import Budget, Limits
+from .library import Budget, Limits, given_params
 from .operators import Fault
 from .parser import parse
 from .pysource import repeats, translate
 from .runtime import CompiledScript, compile_program
+from .values import from_units
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "Script", "ScriptError", "compile_script"]
 
@@ -62,10 +63,22 @@ class Script:
         self.source = source
         self._compiled = compiled
 
-    def run(self, params: dict[str, Any], limits: Limits = DEFAULT_LIMITS, *, lazy: bool = False) -> Any:
+    def run(self, params: dict[str, Any], limits: Limits = DEFAULT_LIMITS, *, lazy: bool = False,
+            params_table: int = 0) -> Any:
         """The script's value. With ``lazy``, a String it returns may come as a
-        ``LazyText``: its parts, the Lists of doubles printed into it not yet printed."""
-        return self._compiled.run(params, limits, lazy=lazy)
+        ``LazyText``: its parts, the Lists of doubles printed into it not yet printed.
+
+        The Maps in ``params`` iterate in insertion order (ml-commons gives Jackson's
+        LinkedHashMaps and gson's LinkedTreeMaps), and so does ``params`` unless
+        ``params_table`` says it is a java.util.HashMap whose table starts with that many
+        buckets (``RemoteInferencePreProcessFunction``: 16 when it puts each parameter,
+        ``tableSizeFor(ceil(n / 0.75))`` when it ``putAll``s n), its keys in the dict's
+        order where they share a bucket."""
+        with given_params(params, params_table):
+            result = self._compiled.run(params, limits, lazy=lazy)
+        # halves of a character past U+FFFF that the script joined with + are one again,
+        # as they are in a Java String; a lone half stays
+        return from_units(result) if type(result) is str else result
 
 
 _cache: OrderedDict[str, Script] = OrderedDict()

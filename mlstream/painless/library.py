@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -23,14 +24,32 @@ from .values import (
     ListPrint,
     double_to_string,
     float_to_string,
+    from_units,
+    hash_map_order,
+    java_hash,
     java_string,
+    table_size,
     type_name,
+    utf16_length,
+    utf16_units,
+    wide_count,
     wrap_int,
     wrap_long,
 )
 
-__all__ = ["Budget", "Limits", "call_method", "call_static", "cast", "coerce", "construct", "get_field",
-           "new_array", "static_field"]
+__all__ = [
+    "Budget",
+    "Limits",
+    "call_method",
+    "call_static",
+    "cast",
+    "coerce",
+    "construct",
+    "get_field",
+    "given_params",
+    "new_array",
+    "static_field",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +66,43 @@ class BudgetExceeded(Exception):
     pass
 
 
+class given_params:
+    """Names the ``params`` of the run about to start in this thread, for its ``Budget``
+    to tell the Maps it was given from those the script makes. ``table``: ``params``
+    itself is a HashMap of that many buckets (0: it keeps insertion order)."""
+
+    __slots__ = ("params", "table")
+
+    def __init__(self, params: Any, table: int = 0) -> None:
+        self.params = params
+        self.table = table
+
+    def __enter__(self) -> None:
+        _given.params, _given.table = self.params, self.table
+
+    def __exit__(self, *exc: object) -> None:
+        _given.params = None
+
+
+_given = threading.local()   # .params: the params of the run in this thread (see given_params)
+INSERTION_ORDER = 0          # a Map's table in Budget.tables: it iterates in insertion order
+
+
 class Budget:
     """What a run has spent. ``ListPrint``s not yet printed (``lazy``) are counted at
     their most (``lazy_upper``) until that would pass a limit; then they are printed and
-    counted exactly, so that a run stops exactly where it would had they been printed."""
+    counted exactly, so that a run stops exactly where it would had they been printed.
 
-    __slots__ = ("allocated", "depth", "lazy", "lazy_upper", "limits", "line", "steps", "unfrozen")
+    It also knows each Map's iteration order. The Maps a script is given iterate in
+    insertion order: ml-commons gives a post-process script Jackson's ``LinkedHashMap``s
+    and a pre-process script gson's ``LinkedTreeMap``s. Those are the Maps reachable from
+    ``params`` when the run first asks for an order (found then, once). Maps the script
+    makes (``[:]``, ``new HashMap()``) are HashMaps; ``tables`` holds those whose table
+    is not the one ``put`` alone grows from 16 buckets (a copy is sized to its source;
+    a table does not shrink when entries leave), and the ``LinkedHashMap``s."""
+
+    __slots__ = ("allocated", "depth", "given", "given_maps", "lazy", "lazy_upper", "limits", "line", "steps",
+                 "tables", "unfrozen")
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -63,6 +113,50 @@ class Budget:
         self.lazy: list[ListPrint] = []
         self.lazy_upper = 0
         self.unfrozen: list[ListPrint] = []   # printed lazily, still the List itself, not a copy
+        self.given = getattr(_given, "params", None)
+        self.given_maps: dict[int, dict] | None = None
+        # id -> (the Map, kept alive for the id to stay its; table; made; allocated): see note_map
+        self.tables: dict[int, tuple[dict, int, bool, bool]] = {}
+        if self.given is not None and _given.table:
+            self.note_map(self.given, _given.table, made=True, allocated=True)
+
+    def map_keys(self, m: dict) -> list[Any]:
+        """``m.keySet()`` in ``m``'s iteration order."""
+        if len(m) < 2:
+            return list(m)
+        known = self.tables.get(id(m))
+        if known is not None and known[1] == INSERTION_ORDER:
+            return list(m)
+        if (known is None or not known[2]) and id(m) in self._given_maps():
+            return list(m)
+        return hash_map_order(m, table_size(len(m), known[1] if known is not None else 16))
+
+    def _given_maps(self) -> dict[int, dict]:
+        if self.given_maps is None:
+            self.given_maps = _maps_within(self.given)
+        return self.given_maps
+
+    def hash_table(self, m: dict) -> tuple[int, bool]:
+        """The buckets HashMap ``m`` has or will make on its first ``put``, and whether it
+        has made them (a HashMap makes its table when it first holds an entry)."""
+        known = self.tables.get(id(m))
+        if known is None:
+            return table_size(len(m)), bool(m)
+        return table_size(len(m), known[1]), known[3] or bool(m)
+
+    def note_map(self, m: dict, table: int, *, made: bool, allocated: bool) -> None:
+        """Records Map ``m``: its table (``INSERTION_ORDER`` for a ``LinkedHashMap``),
+        whether it is a HashMap even if given (the script made it with a constructor, or
+        ``params`` is one), whether its table is made."""
+        self.tables[id(m)] = (m, table, made, allocated)
+
+    def map_shrinks(self, m: dict) -> None:
+        """Called before an entry leaves ``m``: its table stays as large as it is."""
+        known = self.tables.get(id(m))
+        if known is None:
+            self.tables[id(m)] = (m, table_size(len(m)), False, True)
+        elif known[1] != INSERTION_ORDER:
+            self.tables[id(m)] = (m, table_size(len(m), known[1]), known[2], True)
 
     def list_written(self) -> None:
         """Called before any List changes: the Lists printed lazily so far keep the content
@@ -97,6 +191,7 @@ class Budget:
         printed (lists that share lists can print far larger than they are)."""
         if type(value) in (list, dict):
             _check_printable(value, self.limits.max_string_chars)
+            return self.string(java_string(value, self.map_keys))
         return self.string(java_string(value))
 
     def string(self, text: str) -> str:
@@ -130,6 +225,32 @@ class Budget:
             self.lazy_upper += item.upper
         if self.allocated + self.lazy_upper > self.limits.max_allocated:
             self._settle()
+
+
+def _maps_within(root: Any) -> dict[int, dict]:
+    """The Maps reachable from ``root`` through Maps and Lists, by id. A List of numbers
+    (an embedding) is passed over with one ``sum``."""
+    found: dict[int, dict] = {}
+    seen_lists: set[int] = set()
+    pending = [root]
+    while pending:
+        value = pending.pop()
+        if type(value) is dict:
+            if id(value) in found:
+                continue
+            found[id(value)] = value
+            items: Any = value.values()
+        elif type(value) is list and id(value) not in seen_lists:
+            seen_lists.add(id(value))
+            try:
+                sum(value)
+                continue
+            except TypeError:
+                items = value
+        else:
+            continue
+        pending.extend([item for item in items if type(item) is dict or type(item) is list])
+    return found
 
 
 def map_key(key: Any) -> Any:
@@ -216,15 +337,31 @@ def _bounds(index: int, length: int, kind: str = "Index") -> None:
 # ------------------------------------------------------------------ String
 
 def _substring(s: str, begin: Any, end: Any = None) -> str:
+    units = utf16_units(s)
     b = _index(begin)
-    e = len(s) if end is None else _index(end)
-    if b < 0 or e > len(s) or b > e:
-        raise Fault("StringIndexOutOfBoundsException", f"begin {b}, end {e}, length {len(s)}")
-    return s[b:e]
+    e = len(units) if end is None else _index(end)
+    if b < 0 or e > len(units) or b > e:
+        raise Fault("StringIndexOutOfBoundsException", f"begin {b}, end {e}, length {len(units)}")
+    return s[b:e] if units is s else from_units(units[b:e])
 
 
 def _index_of(s: str, target: Any, start: Any = 0) -> int:
-    return s.find(_text(target, "the searched text"), max(_index(start), 0))
+    text = _text(target, "the searched text")
+    units = utf16_units(s)
+    return units.find(text if units is s else utf16_units(text), max(_index(start), 0))
+
+
+def _last_index_of(s: str, target: Any) -> int:
+    text = _text(target, "the searched text")
+    units = utf16_units(s)
+    return units.rfind(text if units is s else utf16_units(text))
+
+
+def _char_at(s: str, i: Any) -> str:
+    """A ``char``: a one-unit String (half of a surrogate pair, when ``i`` points there)."""
+    units = utf16_units(s)
+    _bounds(_index(i), len(units), "String")
+    return units[i]
 
 
 def _java_trim(s: str) -> str:
@@ -248,7 +385,7 @@ def _split(s: str, pattern: Any, budget: Budget) -> list[str]:
     if not _REGEX_CHARS.isdisjoint(regex) and regex not in SPLIT_REGEXES:
         raise Fault("IllegalArgumentException", f"split with the regular expression [{regex}] is not supported "
                     "in scripts: split on plain text, use splitOnToken, or one of " + " ".join(sorted(SPLIT_REGEXES)))
-    parts = re.split(regex, s) if regex in SPLIT_REGEXES else s.split(regex) if regex else list(s)
+    parts = re.split(regex, s) if regex in SPLIT_REGEXES else s.split(regex) if regex else list(utf16_units(s))
     if parts and parts[0] == "" and s and regex in SPLIT_REGEXES and re.match(regex, s).end() == 0:
         parts = parts[1:]   # Java drops the empty first part of a zero-width match
     while parts and parts[-1] == "":
@@ -274,7 +411,8 @@ def _compare_to(a: Any, b: Any) -> int:
     if b is None:
         raise _npe("compareTo(null)")
     if type(a) is str:
-        b = _text(b, "the compared text")
+        b = utf16_units(_text(b, "the compared text"))   # Java compares UTF-16 units
+        a = utf16_units(a)
         for x, y in zip(a, b):
             if x != y:
                 return ord(x) - ord(y)
@@ -285,7 +423,7 @@ def _compare_to(a: Any, b: Any) -> int:
 
 
 _STRING: dict[tuple[str, int], Callable[..., Any]] = {
-    ("length", 0): lambda b, s: len(s),
+    ("length", 0): lambda b, s: utf16_length(s),
     ("isEmpty", 0): lambda b, s: not s,
     ("isBlank", 0): lambda b, s: not s.strip(),
     ("contains", 1): lambda b, s, t: _text(t, "the searched text") in s,
@@ -295,7 +433,7 @@ _STRING: dict[tuple[str, int], Callable[..., Any]] = {
     ("substring", 2): lambda b, s, i, j: _substring(s, i, j),
     ("indexOf", 1): lambda b, s, t: _index_of(s, t),
     ("indexOf", 2): lambda b, s, t, i: _index_of(s, t, i),
-    ("lastIndexOf", 1): lambda b, s, t: s.rfind(_text(t, "the searched text")),
+    ("lastIndexOf", 1): lambda b, s, t: _last_index_of(s, t),
     ("startsWith", 1): lambda b, s, t: s.startswith(_text(t, "the prefix")),
     ("endsWith", 1): lambda b, s, t: s.endswith(_text(t, "the suffix")),
     ("equalsIgnoreCase", 1): lambda b, s, t: type(t) is str and s.lower() == t.lower(),
@@ -303,7 +441,7 @@ _STRING: dict[tuple[str, int], Callable[..., Any]] = {
     ("strip", 0): lambda b, s: s.strip(),
     ("toLowerCase", 0): lambda b, s: s.lower(),
     ("toUpperCase", 0): lambda b, s: s.upper(),
-    ("charAt", 1): lambda b, s, i: (_bounds(_index(i), len(s), "String"), s[i])[1],
+    ("charAt", 1): lambda b, s, i: _char_at(s, i),
     ("concat", 1): lambda b, s, t: b.string(s + _text(t, "the concatenated text")),
     ("split", 1): lambda b, s, p: _split(s, p, b),
     ("splitOnToken", 1): lambda b, s, t: _split_on_token(s, t, b),
@@ -400,10 +538,36 @@ def _map_put(budget: Budget, m: dict, key: Any, value: Any) -> Any:
     return old
 
 
+def _presized(size: int) -> int:
+    """The table HashMap(Map) and putAll on a table not yet made size for ``size``
+    entries (Java 19 on): ``tableSizeFor(ceil(size / 0.75))``."""
+    return 1 << (math.ceil(size / 0.75) - 1).bit_length()
+
+
 def _map_put_all(budget: Budget, m: dict, other: Any) -> None:
     items = _need(other, dict, "putAll's argument")
     budget.charge(len(items))
-    m.update(items)
+    if items:
+        table, allocated = budget.hash_table(m)
+        known = budget.tables.get(id(m))
+        if known is None or known[1] != INSERTION_ORDER:
+            # before it puts, putAll sizes the table for the other Map's size alone
+            table = table_size(len(items), table) if allocated else _presized(len(items))
+            budget.note_map(m, table, made=known is not None and known[2], allocated=True)
+    m.update([(key, items[key]) for key in budget.map_keys(items)])
+
+
+def _map_remove(budget: Budget, m: dict, key: Any) -> Any:
+    if map_key(key) not in m:
+        return None
+    budget.map_shrinks(m)
+    return m.pop(key)
+
+
+def _map_clear(budget: Budget, m: dict) -> None:
+    if m:
+        budget.map_shrinks(m)
+        m.clear()
 
 
 _MAP: dict[tuple[str, int], Callable[..., Any]] = {
@@ -415,10 +579,10 @@ _MAP: dict[tuple[str, int], Callable[..., Any]] = {
     ("putAll", 1): lambda b, m, o: _map_put_all(b, m, o),
     ("containsKey", 1): lambda b, m, k: map_key(k) in m,
     ("containsValue", 1): lambda b, m, v: any(equals(x, v) for x in m.values()),
-    ("remove", 1): lambda b, m, k: m.pop(map_key(k), None),
-    ("clear", 0): lambda b, m: m.clear(),
-    ("keySet", 0): lambda b, m: (b.charge(len(m)), list(m))[1],
-    ("values", 0): lambda b, m: (b.charge(len(m)), list(m.values()))[1],
+    ("remove", 1): _map_remove,
+    ("clear", 0): _map_clear,
+    ("keySet", 0): lambda b, m: (b.charge(len(m)), b.map_keys(m))[1],
+    ("values", 0): lambda b, m: (b.charge(len(m)), [m[k] for k in b.map_keys(m)])[1],
 }
 
 
@@ -435,6 +599,8 @@ def append_text(budget: Budget, sb: JStringBuilder, text: str) -> JStringBuilder
     budget.charge(len(text))
     sb.parts.append(text)
     sb.known += len(text)
+    if not text.isascii():
+        sb.wide += wide_count(text)
     return sb
 
 
@@ -449,36 +615,55 @@ def append_parts(budget: Budget, sb: JStringBuilder, parts: list[str | ListPrint
         budget.defer(item)
     sb.parts.extend(parts)
     sb.known += known
+    sb.wide += sum([wide_count(part) for part in parts if type(part) is str])
     sb.add_lazy(lazy)
+    return sb
+
+
+def _edit(budget: Budget, sb: JStringBuilder, units: str) -> JStringBuilder:
+    """The builder now holds the String of UTF-16 ``units``, charged as a new string."""
+    sb.reset(budget.string(from_units(units)))
     return sb
 
 
 def _insert(budget: Budget, sb: JStringBuilder, i: Any, value: Any) -> JStringBuilder:
     index = _index(i)
-    current = sb.text()
+    current = utf16_units(sb.text())
     if not 0 <= index <= len(current):
         raise Fault("StringIndexOutOfBoundsException", f"offset {index}, length {len(current)}")
-    text = budget.string(current[:index] + budget.text_of(value) + current[index:])
-    sb.parts, sb.length = [text], len(text)
-    return sb
+    return _edit(budget, sb, current[:index] + utf16_units(budget.text_of(value)) + current[index:])
 
 
 def _set_length(budget: Budget, sb: JStringBuilder, n: Any) -> None:
     size = _index(n)
     if size < 0:
         raise Fault("StringIndexOutOfBoundsException", f"length {size}")
-    current = sb.text()
-    text = budget.string(current[:size] + "\0" * max(0, size - len(current)))
-    sb.parts, sb.length = [text], len(text)
+    current = utf16_units(sb.text())
+    _edit(budget, sb, current[:size] + "\0" * max(0, size - len(current)))
+
+
+def _delete_char_at(budget: Budget, sb: JStringBuilder, i: Any) -> JStringBuilder:
+    index = _index(i)
+    current = utf16_units(sb.text())
+    _bounds(index, len(current), "String")
+    return _edit(budget, sb, current[:index] + current[index + 1:])
+
+
+def _reverse(budget: Budget, sb: JStringBuilder) -> JStringBuilder:
+    # Java reverses the units, then puts each surrogate pair back in order: a character
+    # past U+FFFF (one code point here) stays whole; lone surrogates may pair anew.
+    return _edit(budget, sb, utf16_units(sb.text()[::-1]))
 
 
 _BUILDER: dict[tuple[str, int], Callable[..., Any]] = {
     ("append", 1): _append,
-    ("length", 0): lambda b, sb: sb.length,
+    ("length", 0): lambda b, sb: sb.units(),
     ("toString", 0): lambda b, sb: (b.charge(sb.length), sb.text())[1],
     ("insert", 2): _insert,
     ("setLength", 1): _set_length,
-    ("charAt", 1): lambda b, sb, i: (_bounds(_index(i), sb.length, "String"), sb.text()[i])[1],
+    ("charAt", 1): lambda b, sb, i: _char_at(sb.text(), i),
+    ("deleteCharAt", 1): _delete_char_at,
+    ("reverse", 0): _reverse,
     ("isEmpty", 0): lambda b, sb: sb.length == 0,
 }
 
@@ -535,6 +720,7 @@ _METHODS: dict[type, dict[tuple[str, int], Callable[..., Any]]] = {
 _OBJECT: dict[tuple[str, int], Callable[..., Any]] = {
     ("toString", 0): lambda b, v: b.text_of(v),
     ("equals", 1): lambda b, v, o: equals(v, o),
+    ("hashCode", 0): lambda b, v: wrap_int(java_hash(v)),
 }
 
 
@@ -764,19 +950,23 @@ def _new_list(budget: Budget, args: list[Any]) -> list:
     return list(items)
 
 
-def _new_map(budget: Budget, args: list[Any]) -> dict:
-    if not args:
-        return {}
-    items = _need(args[0], dict, "the copied map")
+def _new_map(budget: Budget, args: list[Any], *, linked: bool = False) -> dict:
+    """``new HashMap()``, ``new HashMap(map)``, the same of ``LinkedHashMap``: a copy
+    puts the entries in its source's order, in a table sized to them."""
+    items = _need(args[0], dict, "the copied map") if args else {}
     budget.charge(len(items))
-    return dict(items)
+    m = {key: items[key] for key in budget.map_keys(items)}
+    table = INSERTION_ORDER if linked else _presized(len(items)) if items else 16
+    budget.note_map(m, table, made=True, allocated=bool(items))
+    return m
 
 
 _CONSTRUCTORS: dict[tuple[str, int], Callable[[Budget, list[Any]], Any]] = {
     ("StringBuilder", 0): _new_builder, ("StringBuilder", 1): _new_builder,
     ("ArrayList", 0): _new_list, ("ArrayList", 1): _new_list,
     ("HashMap", 0): _new_map, ("HashMap", 1): _new_map,
-    ("LinkedHashMap", 0): _new_map, ("LinkedHashMap", 1): _new_map,
+    ("LinkedHashMap", 0): lambda b, a: _new_map(b, a, linked=True),
+    ("LinkedHashMap", 1): lambda b, a: _new_map(b, a, linked=True),
     ("BigDecimal", 1): lambda b, a: _big_decimal(a[0]),
     ("String", 0): lambda b, a: "",
     ("String", 1): lambda b, a: _text(a[0], "the copied text"),

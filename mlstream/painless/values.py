@@ -5,6 +5,16 @@ Pure. Mapping: ``null`` None, ``boolean`` bool, ``int`` int (32-bit, wraps), ``l
 ``List`` list, ``Map`` dict, arrays ``JArray``, ``StringBuilder`` ``JStringBuilder``,
 ``BigDecimal`` ``decimal.Decimal``, a thrown exception ``JException``.
 
+A Java String is a sequence of UTF-16 units; a Python str of code points. A character past
+U+FFFF is one code point here and two units (a surrogate pair) in Java: ``utf16_units`` and
+``from_units`` convert, for the methods that count or index (a str without such characters,
+the common case, is its own units). A script that splits a pair holds a lone surrogate, a
+code point U+D800..U+DFFF, as Java holds a lone ``char``; a method that joins units back
+(``from_units``) makes a pair whole again.
+
+A HashMap iterates in Java's bucket order (``hash_map_order``): the buckets of its table by
+index, each in insertion order, which is a dict's order among the keys of one bucket.
+
 Numbers print as ``Double.toString`` / ``Float.toString`` do (the shortest digits that read
 back, JDK 19+), in scientific form outside [1e-3, 1e7): ``1.0E-4``, ``0.5``, ``1.2345678E7``.
 """
@@ -12,7 +22,9 @@ back, JDK 19+), in scientific form outside [1e-3, 1e7): ``1.0E-4``, ``0.5``, ``1
 from __future__ import annotations
 
 import math
+import re
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -20,7 +32,8 @@ from typing import Any
 from ..speedups import dumps_json
 
 __all__ = ["JArray", "JException", "JFloat", "JLong", "JStringBuilder", "LazyText", "ListPrint", "double_to_string",
-           "float_to_string", "java_string", "type_name", "wrap_int", "wrap_long"]
+           "float_to_string", "from_units", "hash_map_order", "java_hash", "java_string", "table_size", "type_name",
+           "utf16_units", "wrap_int", "wrap_long"]
 
 
 class JLong(int):
@@ -91,17 +104,28 @@ _LAZY_MIN_ITEMS = 64
 
 
 class JStringBuilder:
-    """``parts`` are strings and ``ListPrint``s; ``known`` counts the characters of those
-    already measured, ``lazy`` holds those not yet (measured when the length is read) and
-    ``lazy_upper`` their most."""
+    """``parts`` are strings and ``ListPrint``s; ``known`` counts the characters (code
+    points) of those already measured, ``lazy`` holds those not yet (measured when the
+    length is read) and ``lazy_upper`` their most. ``wide`` counts the characters past
+    U+FFFF among the parts (each one more UTF-16 unit than it is characters; a
+    ``ListPrint`` has none)."""
 
-    __slots__ = ("known", "lazy", "lazy_upper", "parts")
+    __slots__ = ("known", "lazy", "lazy_upper", "parts", "wide")
 
     def __init__(self, text: str = "") -> None:
         self.parts: list[str | ListPrint] = [text] if text else []
         self.known = len(text)
         self.lazy: list[ListPrint] = []
         self.lazy_upper = 0
+        self.wide = wide_count(text)
+
+    def units(self) -> int:
+        """``length()``: UTF-16 units."""
+        return self.length + self.wide
+
+    def reset(self, text: str) -> None:
+        """The builder now holds ``text`` alone."""
+        self.parts, self.length, self.wide = [text], len(text), wide_count(text)
 
     @property
     def length(self) -> int:
@@ -135,7 +159,7 @@ class LazyText:
         self.parts = parts
 
     def text(self) -> str:
-        return _joined(self.parts)
+        return from_units(_joined(self.parts))   # halves the script joined: one character
 
 
 def _joined(parts: list[str | ListPrint]) -> str:
@@ -148,6 +172,135 @@ class JException:
 
     type: str
     message: str | None
+
+
+# ------------------------------------------------------------------ UTF-16
+
+_WIDE = re.compile("[\U00010000-\U0010ffff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def wide_count(text: str) -> int:
+    """How many characters of ``text`` lie past U+FFFF (two UTF-16 units each)."""
+    return 0 if text.isascii() else len(_WIDE.findall(text))
+
+
+def utf16_length(text: str) -> int:
+    """``String.length()``."""
+    return len(text) if text.isascii() else len(text) + len(_WIDE.findall(text))
+
+
+def _split_pair(match: re.Match[str]) -> str:
+    offset = ord(match.group()) - 0x10000
+    return chr(0xD800 + (offset >> 10)) + chr(0xDC00 + (offset & 0x3FF))
+
+
+def utf16_units(text: str) -> str:
+    """``text`` with each character past U+FFFF written as its two surrogates: one code
+    point per UTF-16 unit, so that Python's indexes are Java's. ``text`` itself when it
+    has no such character."""
+    return text if text.isascii() else _WIDE.sub(_split_pair, text)
+
+
+def from_units(units: str) -> str:
+    """The string of UTF-16 ``units``: each high surrogate followed by a low one becomes
+    the character they encode; a lone surrogate stays (Java keeps it as it is)."""
+    if units.isascii() or not _SURROGATE.search(units):
+        return units
+    return units.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+# ------------------------------------------------------------------ hashCode, HashMap order
+
+_MASK32 = 0xFFFFFFFF
+_DOUBLE_BITS = struct.Struct(">d")
+_LONG_BITS = struct.Struct(">Q")
+_FLOAT_BITS = struct.Struct(">f")
+_INT_BITS = struct.Struct(">I")
+
+
+def _string_hash(text: str) -> int:
+    """``String.hashCode``: over the UTF-16 units (a pair as its two surrogates)."""
+    units = text.encode() if text.isascii() else text.encode("utf-16-be", "surrogatepass")
+    step = 1 if text.isascii() else 2
+    h = 0
+    for position in range(0, len(units), step):
+        unit = units[position] if step == 1 else units[position] << 8 | units[position + 1]
+        h = (31 * h + unit) & _MASK32
+    return h
+
+
+def _long_hash(value: int) -> int:
+    bits = value & 0xFFFFFFFFFFFFFFFF
+    return (bits ^ (bits >> 32)) & _MASK32
+
+
+def _decimal_hash(value: Decimal) -> int:
+    # BigDecimal.hashCode: 31 * unscaledValue().hashCode() + scale(); BigInteger's hash
+    # runs over the magnitude's 32-bit words, most significant first, times the sign
+    sign, digits, exponent = value.as_tuple()
+    magnitude = int("".join(map(str, digits)) or "0")
+    h = 0
+    for shift in range((magnitude.bit_length() + 31) // 32 * 32 - 32, -1, -32):
+        h = (31 * h + (magnitude >> shift & _MASK32)) & _MASK32
+    if sign:
+        h = -h & _MASK32
+    return (31 * h + int(-exponent)) & _MASK32
+
+
+def java_hash(value: Any) -> int:
+    """``hashCode()`` as an unsigned 32-bit number (Java's int, two's complement). Lists
+    and Maps hash their contents; a StringBuilder, an array or an exception has Java's
+    identity hash, which no run can foresee: here one fixed per object."""
+    kind = type(value)
+    if kind is str:
+        return _string_hash(value)
+    if kind is int:
+        return value & _MASK32 if -_INT_BIAS <= value < _INT_BIAS else _long_hash(value)
+    if kind is JLong:
+        return _long_hash(value)
+    if kind is float:
+        bits = 0x7FF8000000000000 if math.isnan(value) else _LONG_BITS.unpack(_DOUBLE_BITS.pack(value))[0]
+        return _long_hash(bits)
+    if kind is bool:
+        return 1231 if value else 1237
+    if value is None:
+        return 0
+    if kind is JFloat:
+        return 0x7FC00000 if math.isnan(value) else _INT_BITS.unpack(_FLOAT_BITS.pack(value))[0]
+    if kind is list:
+        h = 1
+        for item in value:
+            h = (31 * h + java_hash(item)) & _MASK32
+        return h
+    if kind is dict:
+        return sum(java_hash(k) ^ java_hash(v) for k, v in value.items()) & _MASK32
+    if kind is Decimal:
+        return _decimal_hash(value)
+    return id(value) & 0x7FFFFFFF
+
+
+def table_size(size: int, table: int = 16) -> int:
+    """The table a HashMap of ``table`` buckets has once it holds ``size`` entries: it
+    doubles when an entry passes three quarters of it (``(int) (table * 0.75f)``)."""
+    while size > table * 3 // 4:
+        table *= 2
+    return table
+
+
+def hash_map_order(keys: Iterable[Any], table: int) -> list[Any]:
+    """A HashMap's iteration order of ``keys`` (given in insertion order) in a table of
+    ``table`` buckets: by bucket, ``(h ^ (h >>> 16)) & (table - 1)``, then insertion order
+    (a resize splits each bucket in two keeping that order). Java turns a bucket of more
+    than eight keys into a tree when the table has 64 buckets or more (and resizes a
+    smaller table instead); only keys made to collide fill one bucket so, and their order
+    here stays insertion order."""
+    mask = table - 1
+
+    def bucket(key: Any) -> int:
+        h = java_hash(key)
+        return (h ^ (h >> 16)) & mask
+    return sorted(keys, key=bucket)
 
 
 _INT_BIAS = 2**31
@@ -278,8 +431,14 @@ def _reprint_small(text: str) -> str:
     return "".join(parts)
 
 
-def java_string(value: Any) -> str:
-    """``String.valueOf(value)``: what ``+`` and ``append`` make of a value."""
+def default_map_keys(m: dict) -> list[Any]:
+    """A HashMap's keys in its order, its table grown from 16 buckets by ``put`` alone."""
+    return list(m) if len(m) < 2 else hash_map_order(m, table_size(len(m)))
+
+
+def java_string(value: Any, map_keys: Callable[[dict], list[Any]] = default_map_keys) -> str:
+    """``String.valueOf(value)``: what ``+`` and ``append`` make of a value. ``map_keys``
+    gives a Map's keys in its iteration order."""
     kind = type(value)
     if kind is str:
         return value
@@ -294,9 +453,10 @@ def java_string(value: Any) -> str:
     if kind is list:
         if value and set(map(type, value)) == {float}:
             return _double_list_string(value)
-        return "[" + ", ".join(map(java_string, value)) + "]"
+        return "[" + ", ".join([java_string(item, map_keys) for item in value]) + "]"
     if kind is dict:
-        return "{" + ", ".join(f"{java_string(k)}={java_string(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join([f"{java_string(k, map_keys)}={java_string(value[k], map_keys)}"
+                                for k in map_keys(value)]) + "}"
     if kind is JFloat:
         return float_to_string(value)
     if kind is JStringBuilder:
