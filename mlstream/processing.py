@@ -665,14 +665,21 @@ def _remote_input_script(script: Script, request_parameters: Mapping[str, Any], 
     # already escaped (RemoteConnectorExecutor escapes them before processInput). With
     # convert_remote_inference_param_to_object, JSON object or array text is read as Gson
     # reads it into an Object: Maps, Lists, every number a Double.
+    # The parameters pass through HashMaps on their way (getParameterMap, the escaping,
+    # inputParams): the script's params iterate in HashMap order, its table 16 buckets when
+    # each is put, pre-sized when they are putAll'd.
+    from .painless.library import presized_table
+    from .painless.values import hash_map_order, table_size
     params: dict[str, Any] = {}
     try:
-        for name, value in request_parameters.items():
+        for name in hash_map_order(list(request_parameters), table_size(len(request_parameters))):
+            value = request_parameters[name]
             text = value if isinstance(value, str) else _gson_text(value, doubles=False)
             params[name] = json.loads(text, parse_int=float) if as_objects and is_json_container(text) else text
     except RecursionError:
         raise BadRequest("[parameters] are nested too deeply for pre_process_function") from None
-    return _script_parameters(script.run(params))
+    table = 16 if as_objects else presized_table(len(params))
+    return _script_parameters(script.run(params, params_table=table))
 
 
 def _script_parameters(output: Any) -> dict[str, Any]:

@@ -538,7 +538,7 @@ def _map_put(budget: Budget, m: dict, key: Any, value: Any) -> Any:
     return old
 
 
-def _presized(size: int) -> int:
+def presized_table(size: int) -> int:
     """The table HashMap(Map) and putAll on a table not yet made size for ``size``
     entries (Java 19 on): ``tableSizeFor(ceil(size / 0.75))``."""
     return 1 << (math.ceil(size / 0.75) - 1).bit_length()
@@ -552,7 +552,7 @@ def _map_put_all(budget: Budget, m: dict, other: Any) -> None:
         known = budget.tables.get(id(m))
         if known is None or known[1] != INSERTION_ORDER:
             # before it puts, putAll sizes the table for the other Map's size alone
-            table = table_size(len(items), table) if allocated else _presized(len(items))
+            table = table_size(len(items), table) if allocated else presized_table(len(items))
             budget.note_map(m, table, made=known is not None and known[2], allocated=True)
     m.update([(key, items[key]) for key in budget.map_keys(items)])
 
@@ -956,7 +956,7 @@ def _new_map(budget: Budget, args: list[Any], *, linked: bool = False) -> dict:
     items = _need(args[0], dict, "the copied map") if args else {}
     budget.charge(len(items))
     m = {key: items[key] for key in budget.map_keys(items)}
-    table = INSERTION_ORDER if linked else _presized(len(items)) if items else 16
+    table = INSERTION_ORDER if linked else presized_table(len(items)) if items else 16
     budget.note_map(m, table, made=True, allocated=bool(items))
     return m
 

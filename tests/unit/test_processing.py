@@ -424,6 +424,15 @@ REMOTE_INPUT_CASES = [
      VALUES, {REMOTE_INPUT: "true"}, {"len": "13.0"}),
     ("output-values-as-gson-text", "return '{\"parameters\": {\"k\": 1, \"m\": {\"x\": [2]}, \"s\": \"t\"}}';",
      {}, {REMOTE_INPUT: "true"}, {"k": "1.0", "m": '{"x":[2.0]}', "s": "t"}),
+    # "banana" hashes to bucket 0, "cherry" and "apple" to bucket 1 (put in that order), in a
+    # table of 4 (putAll of 3) as in one of 16 (each put): java.util.HashMap's order
+    ("params-iterate-as-a-hashmap", "def s = ''; for (def k : params.keySet()) { s += k + ','; } "
+                                    "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';",
+     {"cherry": "c", "apple": "a", "banana": "b"}, {REMOTE_INPUT: "true"}, {"keys": "banana,cherry,apple,"}),
+    ("params-iterate-as-a-hashmap-as-objects", "def s = ''; for (def k : params.keySet()) { s += k + ','; } "
+                                               "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';",
+     {"cherry": "c", "apple": "a", "banana": "b"}, {REMOTE_INPUT: "true", AS_OBJECTS: "true"},
+     {"keys": "banana,cherry,apple,"}),
     ("connector-parameter-filled-in", "return '{\"parameters\": {\"m\": \"' + ${parameters.model} + '\"}}';",
      {}, {REMOTE_INPUT: "true", "model": "gpt-x"}, {"m": "gpt-x"}),
 ]
