@@ -82,7 +82,7 @@ from .syntax import (
     Variable,
     While,
 )
-from .values import JArray, JException, JStringBuilder, LazyText, type_name
+from .values import JArray, JException, JFloat, JStringBuilder, LazyText, type_name
 
 __all__ = ["repeats", "translate"]
 
@@ -92,6 +92,12 @@ _COMPARISONS = frozenset({"<", "<=", ">", ">="})
 _PLAIN_NUMBERS = frozenset({int, float})
 _EQUAL_FAST = frozenset({int, float, str})
 _PRIMITIVES: dict[str, type] = {"int": int, "double": float, "boolean": bool}
+# name -> (the value, when the test holds): what the whitelist's Number methods give then
+_NUMBER_CONVERSIONS = {
+    "intValue": ("{0}", f"type({{0}}) is int and {-_INT} <= {{0}} < {_INT}"),
+    "doubleValue": ("{0}", "type({0}) is float"),
+    "floatValue": ("float32({0})", "type({0}) is float"),
+}
 
 
 def translate(program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]
@@ -213,7 +219,7 @@ _HELPERS: dict[str, Any] = {
     "lazy_result": _lazy_result, "string_result": _string_result, "coerce": library.coerce,
     "cast": library.cast, "is_instance": library.is_instance, "construct": library.construct,
     "new_array": library.new_array, "call_method": library.call_method, "call_static": library.call_static,
-    "map_key": library.map_key, "JArray": JArray, "JStringBuilder": JStringBuilder,
+    "map_key": library.map_key, "float32": JFloat.of, "JArray": JArray, "JStringBuilder": JStringBuilder,
     "PLAIN": _PLAIN_NUMBERS, "EQUAL_FAST": _EQUAL_FAST,
 }
 
@@ -673,6 +679,10 @@ class _Translator:
                 return (f"({method}(B, {receiver}{listed}) if ({method} := {methods}.get(type({receiver}))) "
                         f"is not None else call_method(B, {receiver}, {node.name!r}, [{', '.join(names)}]))")
             call = self.sequence(args, invoke)
+            if not args and node.name in _NUMBER_CONVERSIONS:
+                # a JSON number's own conversion (result[m][i].floatValue()): inline
+                value, test = _NUMBER_CONVERSIONS[node.name]
+                call = f"({value.format(receiver)} if {test.format(receiver)} else {call})"
         if hoisted:
             if node.null_safe:
                 return f"(None if ({receiver} := {self.expr(target)}) is None else {call})"

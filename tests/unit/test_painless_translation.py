@@ -82,6 +82,11 @@ CASES = [
      ".append([1.5, 2.5]).append(params.v); return sb.toString();", {"v": {"a": [1, 2]}}),
     ("def sb = new StringBuilder('['); for (def x : params.v) { sb.append(x.floatValue()); sb.append(','); } "
      "return sb.toString();", {"v": [0.1, 1e-7, 123456789.0, -0.0, 1.0e10]}),
+    # a number's conversions, inline for a JSON int or double, else the whitelist's
+    ("def s = ''; for (def x : params.v) { s += x.intValue() + ' ' + x.floatValue() + ' ' + x.doubleValue() + ';'; }"
+     " return s;", {"v": [1, -7, 2**31, 2**40 + 5, 0.1, -2.5e-5, 1e300, 3.9, -3.9]}),
+    ("def x = params.s; return x.intValue();", {"s": "1"}),
+    ("double d = 0.0 / 0.0; float f = 1e39; return d.intValue() + ' ' + f + ' ' + (1.0 / 0.0).intValue();", {}),
     # user functions: recursion, typed parameters and returns, the line of a failure inside
     ("int f(int n) { if (n <= 1) { return 1; } return n * f(n - 1); } return '' + f(10);", {}),
     ("String g(def x) {\n return x.foo();\n}\n def a = 1;\n return g(a);", {}),
