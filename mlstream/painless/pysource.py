@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import library
-from .library import Budget, BudgetExceeded
+from .library import Budget
 from .operators import Fault, binary, equals, truthy
 from .runtime import (
     Concat,
@@ -38,12 +38,16 @@ from .runtime import (
     _index_set,
     _plus,
     _Scope,
-    _Thrown,
     _unary,
     append_concat,
     append_value,
     builder_text,
     concat_operands,
+    iteration,
+    no_return,
+    steps_spent,
+    throw,
+    too_deep,
 )
 from .syntax import (
     Assign,
@@ -82,7 +86,7 @@ from .syntax import (
     Variable,
     While,
 )
-from .values import JArray, JException, JFloat, JStringBuilder, LazyText, type_name
+from .values import JArray, JFloat, JStringBuilder, LazyText
 
 __all__ = ["repeats", "translate"]
 
@@ -113,7 +117,7 @@ def translate(program: Program, builtins: dict[str, tuple[int, Callable[..., Any
     except (SyntaxError, RecursionError, MemoryError, ValueError, OverflowError, SystemError):
         return None
     namespace = translator.namespace
-    exec(code, namespace)   # defines the functions; runs nothing of the script
+    exec(code, namespace)  # noqa: S102 - our own source (see above): defines the functions, runs nothing
     return namespace["main"]
 
 
@@ -135,33 +139,6 @@ def repeats(program: Program) -> bool:
 # ---------------------------------------------------------------- runtime helpers
 # What the translated code calls for the uncommon cases; each does what the closure of
 # the same construct does.
-
-def _steps_spent(budget: Budget) -> None:
-    raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
-
-
-def _too_deep(budget: Budget) -> None:
-    raise BudgetExceeded(f"the script's functions nested more than "
-                         f"{budget.limits.max_call_depth} calls deep (max_call_depth)")
-
-
-def _no_return() -> None:
-    raise Fault("IllegalStateException", "a function ended without returning a value")
-
-
-def _throw(exc: Any) -> None:
-    if type(exc) is not JException:
-        raise Fault("ClassCastException", f"throw needs an exception, not [{type_name(exc)}]")
-    raise _Thrown(exc)
-
-
-def _iterable(items: Any) -> list:
-    if type(items) not in (list, JArray):
-        if items is None:
-            raise Fault("NullPointerException", "for-each over a null value")
-        raise Fault("ClassCastException", f"Cannot iterate over [{type_name(items)}]")
-    return list(items)
-
 
 def _field_null_safe(value: Any, name: str) -> Any:
     return None if value is None else library.get_field(value, name)
@@ -191,7 +168,7 @@ def _first(old: Any, _new: Any) -> Any:
     return old
 
 
-def _make_list(budget: Budget, size: int) -> None:
+def _charge(budget: Budget, size: int) -> None:
     budget.charge(size)
 
 
@@ -212,10 +189,10 @@ _HELPERS: dict[str, Any] = {
     "binary": binary, "equals": equals, "truthy": truthy, "plus": _plus, "compound": _compound,
     "unary": _unary, "index_get": _index_get, "index_set": _index_set, "Concat": Concat,
     "append_concat": append_concat, "append_value": append_value, "append_text": library.append_text,
-    "builder_text": builder_text, "steps_spent": _steps_spent, "too_deep": _too_deep,
-    "no_return": _no_return, "throw": _throw, "iterable": _iterable, "get_field": library.get_field,
+    "builder_text": builder_text, "steps_spent": steps_spent, "too_deep": too_deep,
+    "no_return": no_return, "throw": throw, "iterable": iteration, "get_field": library.get_field,
     "field_null_safe": _field_null_safe, "set_field": _set_field, "set_field_post": _set_field_post,
-    "set_index_post": _set_index_post, "first": _first, "steps_to": _steps_to, "charge": _make_list,
+    "set_index_post": _set_index_post, "first": _first, "steps_to": _steps_to, "charge": _charge,
     "lazy_result": _lazy_result, "string_result": _string_result, "coerce": library.coerce,
     "cast": library.cast, "is_instance": library.is_instance, "construct": library.construct,
     "new_array": library.new_array, "call_method": library.call_method, "call_static": library.call_static,

@@ -160,7 +160,7 @@ class CompiledScript:
                 frame[0] = budget
                 frame[self._params_slot] = params
                 outcome = self._body(frame)
-        except Exception as error:
+        except _SCRIPT_FAILURES as error:
             # the translated code gives a failure its line; the closures keep it in the budget
             raise _script_error(error, getattr(error, "painless_line", budget.line)) from None
         if isinstance(outcome, _Returned):
@@ -181,11 +181,13 @@ def _script_error(error: Exception, line: int) -> ScriptError:
         return ScriptError(f"Painless script stopped at line {line}: {error}")
     if isinstance(error, RecursionError):
         return ScriptError(f"Painless script stopped at line {line}: nested too deeply")
-    if isinstance(error, (TypeError, ValueError, ArithmeticError, LookupError)):
-        # A value combination the whitelist does not foresee: still the script's error,
-        # never a traceback (the fuzz tests look for this message and fail on it).
-        return ScriptError(f"Painless runtime error at line {line}: {INTERNAL} ({type(error).__name__})")
-    raise error
+    # A value combination the whitelist does not foresee: still the script's error,
+    # never a traceback (the fuzz tests look for this message and fail on it).
+    return ScriptError(f"Painless runtime error at line {line}: {INTERNAL} ({type(error).__name__})")
+
+
+_SCRIPT_FAILURES = (Fault, _Thrown, BudgetExceeded, RecursionError, TypeError, ValueError, ArithmeticError,
+                    LookupError)
 
 
 def compile_program(program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> CompiledScript:
@@ -276,7 +278,7 @@ class _Compiler:
             budget.line = line
             budget.steps += 1
             if budget.steps > budget.limits.max_steps:
-                raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
+                steps_spent(budget)
             outcome = inner(frame)
             return None if expression else outcome
         return step
@@ -306,12 +308,7 @@ class _Compiler:
         if isinstance(node, Throw):
             value = self.expr(node.value)
 
-            def throw(frame: Frame) -> None:
-                exc = value(frame)
-                if type(exc) is not JException:
-                    raise Fault("ClassCastException", f"throw needs an exception, not [{type_name(exc)}]")
-                raise _Thrown(exc)
-            return throw
+            return lambda frame: throw(value(frame))
         if isinstance(node, Jump):
             if not self.loops:
                 raise _compile_error(node.line, node.column, f"{node.kind} outside of a loop")
@@ -419,12 +416,7 @@ class _Compiler:
 
         def run_each(frame: Frame) -> Any:
             budget = frame[0]
-            items = iterable(frame)
-            if type(items) not in (list, JArray):
-                if items is None:
-                    raise Fault("NullPointerException", "for-each over a null value")
-                raise Fault("ClassCastException", f"Cannot iterate over [{type_name(items)}]")
-            for item in list(items):
+            for item in iteration(iterable(frame)):
                 _tick(budget)
                 frame[slot] = store(item)
                 outcome = body(frame)
@@ -623,8 +615,7 @@ class _Compiler:
             values = [arg(frame) for arg in args]
             _tick(budget)
             if budget.depth >= budget.limits.max_call_depth:
-                raise BudgetExceeded(f"the script's functions nested more than "
-                                     f"{budget.limits.max_call_depth} calls deep (max_call_depth)")
+                too_deep(budget)
             body, size, slots = code
             inner: Frame = [None] * size
             inner[0] = budget
@@ -641,7 +632,7 @@ class _Compiler:
             if isinstance(outcome, _Returned):
                 return outcome.value
             if returns.name != "void" and returns.name != "def" and not returns.name[0].isupper():
-                raise Fault("IllegalStateException", "a function ended without returning a value")
+                no_return()
             return None
         return call
 
@@ -925,7 +916,35 @@ def _loop(init: Exec | None, condition: Eval | None, update: Eval | None, body: 
 def _tick(budget: Budget) -> None:
     budget.steps += 1
     if budget.steps > budget.limits.max_steps:
-        raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
+        steps_spent(budget)
+
+
+def steps_spent(budget: Budget) -> None:
+    raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
+
+
+def too_deep(budget: Budget) -> None:
+    raise BudgetExceeded(f"the script's functions nested more than "
+                         f"{budget.limits.max_call_depth} calls deep (max_call_depth)")
+
+
+def no_return() -> None:
+    raise Fault("IllegalStateException", "a function ended without returning a value")
+
+
+def throw(exc: Any) -> None:
+    if type(exc) is not JException:
+        raise Fault("ClassCastException", f"throw needs an exception, not [{type_name(exc)}]")
+    raise _Thrown(exc)
+
+
+def iteration(items: Any) -> list:
+    """The items a for-each runs over (a copy: the body may change the List)."""
+    if type(items) not in (list, JArray):
+        if items is None:
+            raise Fault("NullPointerException", "for-each over a null value")
+        raise Fault("ClassCastException", f"Cannot iterate over [{type_name(items)}]")
+    return list(items)
 
 
 def _default(type_: TypeName) -> Any:
