@@ -2,10 +2,10 @@
 ml-commons' published connector blueprints and tutorials carry.
 
 Pure and I/O-free: lexer (``lexer``), parser to frozen AST values (``parser``, ``syntax``),
-a compiler to closures that runs within a step and allocation budget (``runtime``), a
-translation of the checked program to Python source that runs as the closures do, only
-faster (``pysource``), Java
-values and their printing (``values``, ``operators``) and the whitelist (``library``).
+a checker and compiler to closures that runs within a step and allocation budget
+(``runtime``), a translation of a checked program with loops to Python source that runs
+as the closures do, only faster (``pysource``), Java values and their printing
+(``values``, ``operators``) and the whitelist (``library``).
 A script reaches nothing but the values it is given: there are no imports, no classes
 beyond the whitelist and no reflection.
 
