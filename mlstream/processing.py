@@ -71,6 +71,7 @@ NO_ESCAPE_PARAMS = "no_escape_params"
 PROCESS_REMOTE_INFERENCE_INPUT = "pre_process_function.process_remote_inference_input"
 # RemoteInferencePreProcessFunction: that script sees JSON object or array text as Maps and Lists
 CONVERT_PARAMETERS_TO_OBJECTS = "pre_process_function.convert_remote_inference_param_to_object"
+CONVERT_INPUT_TO_JSON_STRING = "pre_process_function.convert_input_to_json_string"
 STEP_SIZE_PARAMETER = "input_docs_processed_step_size"
 ALGORITHMS = ("remote", "text_embedding", "text_similarity")
 # Fields of ml-commons' ModelResultFilter: accepted and, for remote models, not applied
@@ -358,7 +359,8 @@ def pre_process(function: str | None, dataset: Dataset | None,
                                         _parse_boolean(parameters.get(CONVERT_PARAMETERS_TO_OBJECTS)))
         return {}
     if function is not None and is_script(function):
-        return _pre_process_script(script_for(function, parameters), dataset)
+        return _pre_process_script(script_for(function, parameters), dataset,
+                                   _parse_boolean(parameters.get(CONVERT_INPUT_TO_JSON_STRING)))
     if function is None:
         if isinstance(dataset, TextSimilarity):
             raise BadRequest("pre_process_function not defined in connector: text_similarity input "
@@ -649,14 +651,21 @@ def _parse_boolean(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
-def _pre_process_script(script: Script, dataset: Dataset) -> dict[str, Any]:
+def _pre_process_script(script: Script, dataset: Dataset, as_json_strings: bool = False) -> dict[str, Any]:
     # DefaultPreProcessFunction: the script's params are the MLInput as JSON, documents
     # JSON-escaped first (escapeMLInput), so that a script may quote them as they are.
+    # With convert_input_to_json_string, each of them is a String instead, any value but a
+    # String its Gson text (convertScriptStringToJsonString, into a new HashMap).
     params: dict[str, Any] = {"algorithm": "REMOTE"}
     if isinstance(dataset, TextSimilarity):
         params["query_text"] = escape_json_text(dataset.query_text)
     params["text_docs"] = [None if doc is None else escape_json_text(doc) for doc in dataset.docs]
-    return _script_parameters(script.run(params))
+    if not as_json_strings:
+        return _script_parameters(script.run(params))
+    from .painless.values import hash_map_order
+    texts = {name: params[name] if isinstance(params[name], str) else _gson_text(params[name])
+             for name in hash_map_order(list(params), 16)}
+    return _script_parameters(script.run(texts, params_table=16))
 
 
 def _remote_input_script(script: Script, request_parameters: Mapping[str, Any], as_objects: bool) -> dict[str, Any]:

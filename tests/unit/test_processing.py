@@ -467,3 +467,33 @@ def test_pre_process_remote_input_refused(function: str, request_parameters: dic
 def test_deeply_nested_text_is_not_taken_for_json() -> None:
     # escapeRemoteInferenceInputData: text no parser follows to its end is escaped as text
     assert escape_input_parameters({"x": "[" * 100_000 + '"'}) == {"x": "[" * 100_000 + '\\"'}
+
+
+# ------------------------------------------------------------------ convert_input_to_json_string
+# ml-algorithms/.../remote/ConnectorUtils.java processMLInput reads
+# pre_process_function.convert_input_to_json_string (Boolean.parseBoolean) for a script over
+# text_docs; DefaultPreProcessFunction then gives the script convertScriptStringToJsonString
+# of the input: a new HashMap, each value a String, any other its Gson text.
+
+def _java_bucket(name: str, table: int) -> int:
+    h = 0
+    for unit in name.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (table - 1)
+
+
+def test_convert_input_to_json_string_gives_the_script_text() -> None:
+    script = ("def keys = ''; for (def k : params.keySet()) { keys += k + ' '; } "
+              "return '{\"parameters\": {\"docs\": \"' + escape(params.text_docs) + '\", \"string\": \"' "
+              "+ (params.text_docs instanceof String) + '\", \"query\": \"' + params.query_text + '\", "
+              "\"keys\": \"' + keys.trim() + '\"}}';")
+    flag = {processing.CONVERT_INPUT_TO_JSON_STRING: "true"}
+    out = pre_process(script, TextSimilarity("q", ('a "b"', None)), flag)
+    # the documents are escaped (escapeMLInput), then the list is written as Gson writes it
+    assert json.loads(out["docs"]) == ['a \\"b\\"', None]
+    assert out["string"] == "true" and out["query"] == "q"
+    names = ["algorithm", "query_text", "text_docs"]
+    assert out["keys"].split() == sorted(names, key=lambda n: _java_bucket(n, 16))
+    without = pre_process("return '{\"parameters\": {\"string\": \"' + (params.text_docs instanceof String) + '\"}}';",
+                          TextDocs(("a",)), {processing.CONVERT_INPUT_TO_JSON_STRING: "false"})
+    assert without == {"string": "false"}
