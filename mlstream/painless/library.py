@@ -604,6 +604,26 @@ def append_text(budget: Budget, sb: JStringBuilder, text: str) -> JStringBuilder
     return sb
 
 
+def append_printed(budget: Budget, sb: JStringBuilder, text: str) -> JStringBuilder:
+    """``sb.append(number)`` given the number's printed ASCII ``text``: ``text_of``'s and
+    ``append_text``'s checks and charges, in their order, in one call (the hot path of a
+    script that appends a vector number by number)."""
+    size, limits = len(text), budget.limits
+    if size > limits.max_string_chars:
+        budget.check_size(size)
+    budget.allocated += size
+    if budget.allocated + budget.lazy_upper > limits.max_allocated:
+        budget.charge(0)
+    if sb.known + sb.lazy_upper + size > limits.max_string_chars:
+        budget.check_size(sb.length + size)
+    budget.allocated += size
+    if budget.allocated + budget.lazy_upper > limits.max_allocated:
+        budget.charge(0)
+    sb.parts.append(text)
+    sb.known += size   # ASCII: no UTF-16 pairs to count (sb.wide)
+    return sb
+
+
 def append_parts(budget: Budget, sb: JStringBuilder, parts: list[str | ListPrint], known: int,
                  lazy: list[ListPrint]) -> JStringBuilder:
     """``sb.append(text)`` for a text made of ``parts`` (``known`` characters of strings

@@ -830,23 +830,9 @@ def append_value(budget: Budget, receiver: Any, value: Any) -> Any:
     if kind is str:
         return library.append_text(budget, receiver, value)
     if kind is JFloat or kind is int or kind is float:
-        # the numbers of a vector, one by one: text_of's and append_text's checks and
-        # charges, in their order, inline
+        # the numbers of a vector, one by one: printed without text_of's dispatch
         text = float_to_string(value) if kind is JFloat else str(value) if kind is int else double_to_string(value)
-        size, limits = len(text), budget.limits
-        if size > limits.max_string_chars:
-            budget.check_size(size)
-        budget.allocated += size
-        if budget.allocated + budget.lazy_upper > limits.max_allocated:
-            budget.charge(0)
-        if receiver.known + receiver.lazy_upper + size > limits.max_string_chars:
-            budget.check_size(receiver.length + size)
-        budget.allocated += size
-        if budget.allocated + budget.lazy_upper > limits.max_allocated:
-            budget.charge(0)
-        receiver.parts.append(text)
-        receiver.known += size
-        return receiver
+        return library.append_printed(budget, receiver, text)
     printed = ListPrint.of(value)
     if printed is None:
         return library.append_text(budget, receiver, budget.text_of(value))

@@ -1,6 +1,7 @@
 """The interpreter's fast paths against its general ones: ``Float.toString`` by a guided
 search against trying every digit count, and the arithmetic, comparison, ``++`` and method
-call shortcuts against ``operators.binary`` and ``library.call_method``."""
+call shortcuts against ``operators.binary`` and ``library.call_method``, and a number
+appended to a StringBuilder against ``text_of`` then ``append_text``."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from hypothesis import strategies as st
 
 from mlstream.errors import ScriptError
 from mlstream.painless import compile_script
-from mlstream.painless.library import Budget, Limits, call_method
+from mlstream.painless.library import Budget, BudgetExceeded, Limits, append_text, call_method
 from mlstream.painless.operators import Fault, binary
-from mlstream.painless.values import JFloat, JLong, _java_form, float_to_string
+from mlstream.painless.runtime import append_value
+from mlstream.painless.values import JFloat, JLong, JStringBuilder, _java_form, float_to_string
 
 FAST = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow], max_examples=500)
 
@@ -123,3 +125,27 @@ def outcome(step: Any) -> Any:
     except (ScriptError, Fault) as error:   # the script's error message, or the operator's Java exception
         message = getattr(error, "reason", None) or str(error)
         return ("error", re.sub(r"^Painless runtime error at line \d+: ", "", message))
+
+
+def _appended(append: Any, value: Any, limits: Limits, before: str) -> tuple[Any, ...]:
+    budget = Budget(limits)
+    sb = JStringBuilder(before)
+    try:
+        append(budget, sb, value)
+        outcome: Any = "ok"
+    except BudgetExceeded as spent:
+        outcome = str(spent)
+    return outcome, sb.text(), budget.allocated
+
+
+@FAST
+@given(st.one_of(st.integers(-2**31, 2**31 - 1), st.floats(allow_nan=True, allow_infinity=True),
+                 st.floats(width=32).map(JFloat.of)),
+       st.integers(0, 40), st.integers(0, 120), st.text("ab", max_size=20))
+def test_a_number_appended_is_checked_and_charged_as_text_of_then_append_text(
+        value: Any, max_string_chars: int, max_allocated: int, before: str) -> None:
+    # runtime.append_value's number path (library.append_printed) against the general one
+    limits = Limits(max_string_chars=max_string_chars, max_allocated=max_allocated)
+    fast = _appended(append_value, value, limits, before)
+    general = _appended(lambda b, sb, v: append_text(b, sb, b.text_of(v)), value, limits, before)
+    assert fast == general
