@@ -16,10 +16,22 @@ from hypothesis import strategies as st
 
 from mlstream.errors import ScriptError
 from mlstream.painless import compile_script
-from mlstream.painless.library import Budget, BudgetExceeded, Limits, append_text, call_method
+from mlstream.painless.library import (
+    Budget,
+    BudgetExceeded,
+    Limits,
+    append_text,
+    call_method,
+)
 from mlstream.painless.operators import Fault, binary
 from mlstream.painless.runtime import append_value
-from mlstream.painless.values import JFloat, JLong, JStringBuilder, _java_form, float_to_string
+from mlstream.painless.values import (
+    JFloat,
+    JLong,
+    JStringBuilder,
+    _java_form,
+    float_to_string,
+)
 
 FAST = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow], max_examples=500)
 
