@@ -12,8 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlstream.errors import ScriptError
-from mlstream.painless import BUILTINS, Limits, Script, compile_script, parse
-from mlstream.painless import pysource
+from mlstream.painless import BUILTINS, Limits, Script, compile_script, parse, pysource
 from mlstream.painless.pysource import translate
 from mlstream.painless.runtime import compile_program
 
@@ -78,13 +77,13 @@ CASES = [
     ("return 'FLOAT32'.equals(params.k) + ',' + 'ab'.length() + ',' + 'abc'.substring(1);", {"k": "FLOAT32"}),
     ("return 'x'.equals(params.k);", {"k": None}),
     ("def n = params.missing; return n?.length() + ',' + n?.foo;", {}),
-    ("def sb = new StringBuilder(); sb.append(1).append(0.5f).append(0.1).append(true).append(null).append('c')"
-     ".append([1.5, 2.5]).append(params.v); return sb.toString();", {"v": {"a": [1, 2]}}),
-    ("def sb = new StringBuilder('['); for (def x : params.v) { sb.append(x.floatValue()); sb.append(','); } "
-     "return sb.toString();", {"v": [0.1, 1e-7, 123456789.0, -0.0, 1.0e10]}),
+    (("def sb = new StringBuilder(); sb.append(1).append(0.5f).append(0.1).append(true).append(null).append('c')"
+     ".append([1.5, 2.5]).append(params.v); return sb.toString();"), {"v": {"a": [1, 2]}}),
+    (("def sb = new StringBuilder('['); for (def x : params.v) { sb.append(x.floatValue()); sb.append(','); } "
+     "return sb.toString();"), {"v": [0.1, 1e-7, 123456789.0, -0.0, 1.0e10]}),
     # a number's conversions, inline for a JSON int or double, else the whitelist's
-    ("def s = ''; for (def x : params.v) { s += x.intValue() + ' ' + x.floatValue() + ' ' + x.doubleValue() + ';'; }"
-     " return s;", {"v": [1, -7, 2**31, 2**40 + 5, 0.1, -2.5e-5, 1e300, 3.9, -3.9]}),
+    (("def s = ''; for (def x : params.v) { s += x.intValue() + ' ' + x.floatValue() + ' ' + x.doubleValue() + ';'; }"
+     " return s;"), {"v": [1, -7, 2**31, 2**40 + 5, 0.1, -2.5e-5, 1e300, 3.9, -3.9]}),
     ("def x = params.s; return x.intValue();", {"s": "1"}),
     ("double d = 0.0 / 0.0; float f = 1e39; return d.intValue() + ' ' + f + ' ' + (1.0 / 0.0).intValue();", {}),
     # user functions: recursion, typed parameters and returns, the line of a failure inside
