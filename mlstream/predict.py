@@ -283,9 +283,11 @@ def _pre_processed(connector: Connector, chunk: processing.Dataset | None,
     output (escaped) merged in ml-commons' order, the connector's, the request's, the
     function's, and the request's again (RemoteConnectorExecutor: "always prioritize the
     input parameter"), so a function adds parameters but never replaces the request's."""
-    parameters = {**connector.parameters, **request_parameters}
+    parameters = merge_parameters(connector, request_parameters)
     processed = processing.escape_input_parameters(processing.pre_process(
         connector.action("predict").pre_process_function, chunk, parameters, request_parameters))
+    if not processed:   # a plain call: nothing to add
+        return parameters
     return {**connector.parameters, **processed, **request_parameters}
 
 
