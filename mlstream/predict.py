@@ -1,8 +1,14 @@
-"""Predict and predict-stream: from a request body to an upstream call.
+"""From what a front asks of a model to the provider's answer: one pipeline for every front.
 
-Both paths resolve the model (auto-deploying it), merge the parameters, render
-the action and check the endpoint before anything is sent upstream, so a bad
-request costs the provider nothing.
+    front: its body -> Ask (parameters, dataset, or its own request fields)
+    Predictor.prepare(model, ask)   parameters merged (pre-process function, or the
+                                    front's fields set on the rendered body), the action
+                                    rendered, the endpoint checked, the dialect chosen
+                                    once, the model's rate limit taken -> Prepared
+    Predictor.predict / exchange / open_stream(Prepared)    the provider is called
+
+Nothing is sent before ``prepare`` returns, so a bad request costs the provider nothing;
+a ``Prepared`` is the one place a call's model, interface and requests are known.
 
 ``_predict`` also takes ml-commons' dataset inputs (``text_docs``; ``query_text``
 with ``text_docs``), runs the connector's pre- and post-process functions, built-in
@@ -20,7 +26,7 @@ import time
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from . import processing
 from .cluster import ClusterSettings
@@ -28,9 +34,9 @@ from .connectors import Connector, UpstreamRequest, merge_parameters, render_req
 from .errors import BadRequest, MLStreamError, ShuttingDown, UpstreamError
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
-from .providers import dialect_for
+from .providers import Dialect, StreamKind, dialect_for, known_dialect
 from .ratelimit import RateLimiter
-from .registry import Registry, ResolvedModel
+from .registry import ResolvedModel
 from .settings import ServerSettings
 from .speedups import loads_json
 from .streaming.channel import Channel
@@ -66,11 +72,47 @@ class PendingStream:
     start: Callable[[], None]
 
 
+Reshape = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 @dataclass(frozen=True, slots=True)
-class Prepared:
-    model: ResolvedModel
+class Ask:
+    """What a front asks of a model, before anything is rendered."""
+
+    parameters: Mapping[str, Any]                  # the client's, as sent (escaped here)
+    dataset: processing.Dataset | None = None      # ml-commons' text_docs / query_text
+    # A front's own request: its fields set on the connector's rendered body (the URL,
+    # headers and credentials stay the connector's). None: ml-commons' _predict, whose
+    # connector's pre-process function, if any, shapes the parameters instead.
+    reshape: Reshape | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamCall:
+    """One upstream request of a call: the parameters it was rendered with, and the request."""
+
     parameters: dict[str, Any]
     request: UpstreamRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A call checked and rendered, nothing sent: the one value every front hands on."""
+
+    model: ResolvedModel
+    # The provider API, chosen once: by the front, or from the merged parameters
+    # (``_llm_interface``) and the connector. None: not known, and not needed (no stream).
+    dialect: Dialect | None
+    calls: tuple[UpstreamCall, ...]  # in input order; several only when text_docs are split
+    stream: bool
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self.calls[0].parameters
+
+    @property
+    def request(self) -> UpstreamRequest:
+        return self.calls[0].request
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +126,11 @@ class _Answer:
 
 
 class Predictor:
-    def __init__(self, registry: Registry, cluster: ClusterSettings, upstream: UpstreamClient,
-                 pool: StreamPool, metrics: Metrics, server: ServerSettings,
-                 rate_limiter: RateLimiter | None = None) -> None:
-        self._registry = registry
+    """From a front's ``Ask`` to the provider: ``prepare`` once, then ``predict`` (ml-commons'
+    tensors), ``exchange`` (the provider's own answer) or ``open_stream``."""
+
+    def __init__(self, cluster: ClusterSettings, upstream: UpstreamClient, pool: StreamPool, metrics: Metrics,
+                 server: ServerSettings, rate_limiter: RateLimiter | None = None) -> None:
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
@@ -102,18 +145,76 @@ class Predictor:
     def close(self) -> None:
         self._fanout.shutdown(wait=False, cancel_futures=True)
 
-    def predict(self, model_id: str, body: Any, request_id: str = "", algorithm: str | None = None, *,
-                resolved: Callable[[], None] = lambda: None) -> PredictResult:
-        """The model's answer in ml-commons' ``inference_results`` shape: built-in
-        post-process functions give tensors, otherwise the provider's JSON as ``response``.
+    def check_stream_enabled(self) -> None:
+        if not self._cluster.stream_enabled:
+            raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
 
-        ``algorithm`` (``remote``, ``text_embedding``, ``text_similarity``) is what the
-        caller named in the URL; None lets the body's fields decide. ``resolved`` is
-        called once the model was found.
+    def prepare(self, model: ResolvedModel, ask: Ask, *, stream: bool = False, dialect: Dialect | None = None,
+                request_id: str = "") -> Prepared:
+        """The call rendered and checked, the dialect chosen, the model's rate limit taken:
+        a bad request costs the provider nothing.
+
+        ``dialect``: the front's choice (it translated the request for it); None chooses
+        from the merged parameters and the connector, as ml-commons does.
         """
-        model, prepared = self._prepare_predict(model_id, body, request_id, algorithm, resolved)
+        if stream:
+            self.check_stream_enabled()
+        connector = model.connector
+        request_parameters = processing.escape_input_parameters(ask.parameters)
+        if ask.reshape is not None:
+            merged = merge_parameters(connector, request_parameters)
+            call = self._render(model, merged, request_id)
+            body = json.dumps(ask.reshape(_json_object(call.request.body)), separators=(",", ":"),
+                              ensure_ascii=False).encode("utf-8")
+            calls = [UpstreamCall(merged, replace(call.request, body=body))]
+        else:
+            calls = [self._render(model, merged, request_id)
+                     for merged in self._predict_parameters(connector, ask.dataset, request_parameters, stream)]
+        if dialect is None:
+            parameters = calls[0].parameters
+            dialect = dialect_for(parameters, connector) if stream else known_dialect(parameters, connector)
+        self._rate_limiter.acquire(model.model_id, model.rate_limit)
+        return Prepared(model, dialect, tuple(calls), stream)
+
+    @staticmethod
+    def _predict_parameters(connector: Connector, dataset: processing.Dataset | None,
+                            request_parameters: dict[str, Any], stream: bool) -> list[dict[str, Any]]:
+        """The parameters of each upstream request of an ml-commons predict: ``text_docs``
+        split by the connector's chunk size, each chunk through the pre-process function."""
+        action = connector.action("predict")
+        size = 1
+        if isinstance(dataset, processing.TextDocs):
+            size = processing.chunk_size(action.pre_process_function, connector.parameters, len(dataset.docs))
+            requests = -(-len(dataset.docs) // size)
+            if requests > MAX_UPSTREAM_REQUESTS_PER_CALL:
+                raise BadRequest(
+                    f"[text_docs] has {len(dataset.docs)} documents, which this model sends as {requests} requests "
+                    f"({size} documents each); one predict call makes at most {MAX_UPSTREAM_REQUESTS_PER_CALL} "
+                    f"requests ({MAX_UPSTREAM_REQUESTS_PER_CALL * size} documents): split the input")
+        merged_each = []
+        for chunk in processing.split_dataset(dataset, size):
+            merged = _pre_processed(connector, chunk, request_parameters)
+            if not stream:  # a stream's answer is never filtered
+                processing.check_response_filter(merged.get(RESPONSE_FILTER))
+            merged_each.append(merged)
+        return merged_each
+
+    def _render(self, model: ResolvedModel, merged: dict[str, Any], request_id: str) -> UpstreamCall:
+        """The rendered request, its endpoint checked."""
+        request = render_request(model.connector, merged)
+        if request_id and not any(name.lower() == "x-request-id" for name in request.headers):
+            request.headers["X-Request-Id"] = request_id  # lets the provider's logs be matched
+        policy = self._cluster.endpoint_policy
+        policy.check_literal_host(policy.check_url(request.url))
+        return UpstreamCall(merged, request)
+
+    # --- non-stream -------------------------------------------------------------------
+
+    def predict(self, prepared: Prepared) -> PredictResult:
+        """The model's answer in ml-commons' ``inference_results`` shape: built-in
+        post-process functions give tensors, otherwise the provider's JSON as ``response``."""
         try:
-            answers = self._run(prepared, model.connector)
+            answers = self._run(prepared)
         except UpstreamError as error:
             self._metrics.upstream_failure(error)
             raise
@@ -121,46 +222,29 @@ class Predictor:
         return PredictResult({"inference_results": [a.entry for a in answers]},
                              answers[-1].status, upstream_seconds)
 
-    def _prepare_predict(self, model_id: str, body: Any, request_id: str, algorithm: str | None,
-                         resolved: Callable[[], None]) -> tuple[ResolvedModel, list[Prepared]]:
-        given = processing.parse_predict_input(body, algorithm)
-        model = self._registry.resolve(model_id)
-        resolved()
-        connector = model.connector
-        action = connector.action("predict")
-        request_parameters = processing.escape_input_parameters(given.parameters)
-        dataset = given.dataset
-        size = (processing.chunk_size(action.pre_process_function, connector.parameters, len(dataset.docs))
-                if isinstance(dataset, processing.TextDocs) else 1)
-        if isinstance(dataset, processing.TextDocs):
-            requests = -(-len(dataset.docs) // size)
-            if requests > MAX_UPSTREAM_REQUESTS_PER_CALL:
-                raise BadRequest(
-                    f"[text_docs] has {len(dataset.docs)} documents, which this model sends as {requests} requests "
-                    f"({size} documents each); one predict call makes at most {MAX_UPSTREAM_REQUESTS_PER_CALL} "
-                    f"requests ({MAX_UPSTREAM_REQUESTS_PER_CALL * size} documents): split the input")
-        prepared = []
-        for chunk in processing.split_dataset(dataset, size):
-            merged = _pre_processed(connector, chunk, request_parameters)
-            processing.check_response_filter(merged.get(RESPONSE_FILTER))
-            prepared.append(self._checked(model, merged, request_id))
-        self._rate_limiter.acquire(model.model_id, model.rate_limit)
-        return model, prepared
+    def exchange(self, prepared: Prepared) -> bytes:
+        """A prepared request's non-stream answer: the provider's body."""
+        try:
+            return self._exchange(prepared.model.connector, prepared.request)[1]
+        except UpstreamError as error:
+            self._metrics.upstream_failure(error)
+            raise
 
-    def _run(self, prepared: list[Prepared], connector: Connector) -> list[_Answer]:
-        if len(prepared) == 1:
-            return [self._answer(prepared[0])]
-        lanes = min(len(prepared), connector.client_config.max_connection, MAX_FANOUT)
-        answers: list[_Answer | None] = [None] * len(prepared)
+    def _run(self, prepared: Prepared) -> list[_Answer]:
+        calls, connector = prepared.calls, prepared.model.connector
+        if len(calls) == 1:
+            return [self._answer(connector, calls[0])]
+        lanes = min(len(calls), connector.client_config.max_connection, MAX_FANOUT)
+        answers: list[_Answer | None] = [None] * len(calls)
         failed = threading.Event()
 
         def lane(first: int) -> None:
             # Lane k runs requests k, k + lanes, ...: input order is kept by index.
-            for index in range(first, len(prepared), lanes):
+            for index in range(first, len(calls), lanes):
                 if failed.is_set():
                     return
                 try:
-                    answers[index] = self._answer(prepared[index])
+                    answers[index] = self._answer(connector, calls[index])
                 except BaseException:
                     failed.set()
                     raise
@@ -185,96 +269,40 @@ class Predictor:
             raise errors[0]
         return [answer for answer in answers if answer is not None]
 
-    def _answer(self, prepared: Prepared) -> _Answer:
+    def _answer(self, connector: Connector, call: UpstreamCall) -> _Answer:
         sent = time.monotonic()
-        status, payload = self._exchange(prepared)
+        status, payload = self._exchange(connector, call.request)
         done = time.monotonic()
-        output = _output(prepared.model.connector.action("predict").post_process_function,
-                         payload, prepared.parameters)
+        output = _output(connector.action("predict").post_process_function, payload, call.parameters)
         return _Answer({"output": output, "status_code": status}, status, sent, done)
 
-    def _exchange(self, prepared: Prepared) -> tuple[int, bytes]:
+    def _exchange(self, connector: Connector, request: UpstreamRequest) -> tuple[int, bytes]:
         """One non-stream upstream call: the provider's 2xx status and body, or its error raised."""
-        call = self._call(prepared.request, prepared.model.connector)
+        call = self._call(request, connector)
         response = call.open(_wait_uninterrupted)
         payload = call.read_body(response)
         if response.status >= 300:
             raise call.error(response, payload)
         return response.status, payload
 
-    # --- other fronts (the OpenAI API): their own body, the same path upstream -------
+    # --- stream -------------------------------------------------------------------------
 
-    def prepare_request(self, model: ResolvedModel, parameters: dict[str, Any],
-                        reshape: Callable[[dict[str, Any]], dict[str, Any]], request_id: str = "") -> Prepared:
-        """The model's predict action rendered with ``parameters`` over the connector's, then
-        its JSON body replaced by ``reshape(body)``: the URL, headers and credentials stay the
-        connector's. Checked and rate-limited as a predict call."""
-        merged = merge_parameters(model.connector, processing.escape_input_parameters(parameters))
-        prepared = self._checked(model, merged, request_id)
-        rendered = _json_object(prepared.request.body)
-        body = json.dumps(reshape(rendered), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        self._rate_limiter.acquire(model.model_id, model.rate_limit)
-        return Prepared(model, merged, replace(prepared.request, body=body))
-
-    def exchange(self, prepared: Prepared) -> bytes:
-        """A prepared request's non-stream answer: the provider's body."""
-        try:
-            return self._exchange(prepared)[1]
-        except UpstreamError as error:
-            self._metrics.upstream_failure(error)
-            raise
-
-    def open_prepared_stream(self, prepared: Prepared, *, relay: bool, chat: bool = False) -> "PendingStream":
-        """``open_stream`` for a prepared request; ``relay``: the provider's own chunks
-        (``Chunk``, an OpenAI-interface model) rather than its text (``Delta``); ``chat``:
-        the request is a SageMaker container's chat schema, and so is its stream."""
-        if not self._cluster.stream_enabled:
-            raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
-        return self._pending_stream(prepared, relay=relay, chat=chat)
-
-    def open_stream(self, model_id: str, body: Any, request_id: str = "", *,
-                    resolved: Callable[[], None] = lambda: None) -> "PendingStream":
+    def open_stream(self, prepared: Prepared, kind: StreamKind = StreamKind.TEXT) -> PendingStream:
         """Prepare relaying the model's answer: its channel, and the call that starts it.
-
-        Raises before anything is started for bad input or a disabled stream setting;
-        ``start()`` raises Overloaded when the pool is full.
-        """
-        if not self._cluster.stream_enabled:
-            raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
-        return self._pending_stream(self._prepare(model_id, body, request_id, resolved), relay=False)
-
-    def _pending_stream(self, prepared: Prepared, *, relay: bool, chat: bool = False) -> "PendingStream":
+        ``start()`` raises Overloaded when the pool is full."""
+        dialect = prepared.dialect
+        if not prepared.stream or dialect is None:
+            raise TypeError("open_stream needs a call prepared with stream=True")
         connector = prepared.model.connector
-        dialect = dialect_for(prepared.parameters, connector)
         call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters), connector)
-        decoder = (dialect.new_relay_decoder() if relay else dialect.new_chat_decoder() if chat
-                   else dialect.new_decoder())
         channel = Channel(self._server.stream_queue_chunks)
-        return PendingStream(channel, partial(start_stream, self._pool, channel, call, decoder,
+        return PendingStream(channel, partial(start_stream, self._pool, channel, call, dialect.new_decoder(kind),
                                               self._server.client_stall_timeout))
 
     def _call(self, request: UpstreamRequest, connector: Connector) -> ProviderCall:
         return ProviderCall(self._upstream, request, connector,
                             allow_private=self._cluster.endpoint_policy.allow_private,
                             on_retry=self._metrics.upstream_retry)
-
-    def _prepare(self, model_id: str, body: Any, request_id: str, resolved: Callable[[], None]) -> Prepared:
-        given = processing.parse_predict_input(body, "remote")
-        model = self._registry.resolve(model_id)
-        resolved()
-        merged = _pre_processed(model.connector, None, processing.escape_input_parameters(given.parameters))
-        prepared = self._checked(model, merged, request_id)
-        self._rate_limiter.acquire(model.model_id, model.rate_limit)
-        return prepared
-
-    def _checked(self, model: ResolvedModel, merged: dict[str, Any], request_id: str) -> Prepared:
-        """The rendered request, its endpoint checked."""
-        request = render_request(model.connector, merged)
-        if request_id and not any(name.lower() == "x-request-id" for name in request.headers):
-            request.headers["X-Request-Id"] = request_id  # lets the provider's logs be matched
-        policy = self._cluster.endpoint_policy
-        policy.check_literal_host(policy.check_url(request.url))
-        return Prepared(model, merged, request)
 
 
 def _pre_processed(connector: Connector, chunk: processing.Dataset | None,

@@ -6,7 +6,7 @@ Every ``mlstream`` import counts, wherever it is written (inside a function, und
 ``TYPE_CHECKING``): a cycle that only type checkers follow is still a knot to read.
 A module may import modules of its own floor or lower floors; within a floor the
 graph must still be acyclic. The floors, bottom to top, are the architecture in
-brief (README, "Layout").
+brief (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -24,13 +24,16 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs", "redaction")),
     ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
                                  "config", "endpoints", "connectors", "processing", "painless", "painless.*",
-                                 "ratelimit", "signing", "retry", "openai_wire", "openai_dialects")),
+                                 "ratelimit", "signing", "retry")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "store_postgres", "stores", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),
     ("streaming core", ("streaming", "streaming.*")),
     ("predictor", ("predict",)),
-    ("HTTP front", ("server", "server.*")),
+    ("HTTP transport", ("server", "server.routing", "server.responses", "server.sse_writer", "server.deadlines",
+                        "server.hangups", "server.transport", "server.workers")),
+    ("fronts", ("fronts", "fronts.*")),
+    ("server", ("server.app",)),
     ("command line", ("demo", "cli", "__main__")),
 ]
 

@@ -7,15 +7,16 @@ from typing import Any, Mapping
 from ..connectors import Connector
 from ..errors import BadRequest
 from .anthropic import ANTHROPIC_MESSAGES
-from .base import Dialect, StreamDecoder
+from .base import Dialect, StreamDecoder, StreamKind
 from .bedrock import BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE, BEDROCK_CONVERSE_DEEPSEEK_R1
 from .gemini import GEMINI_GENERATE_CONTENT, is_generate_content
 from .openai import OPENAI_CHAT, OPENAI_COMPLETIONS
 from .sagemaker import SAGEMAKER_LMI, SAGEMAKER_TGI
 
-_DIALECTS: dict[str, Dialect] = {dialect.name: dialect for dialect in (
+DIALECTS: tuple[Dialect, ...] = (
     OPENAI_CHAT, OPENAI_COMPLETIONS, BEDROCK_CONVERSE, BEDROCK_CONVERSE_CLAUDE, BEDROCK_CONVERSE_DEEPSEEK_R1,
-    ANTHROPIC_MESSAGES, GEMINI_GENERATE_CONTENT, SAGEMAKER_TGI, SAGEMAKER_LMI)}
+    ANTHROPIC_MESSAGES, GEMINI_GENERATE_CONTENT, SAGEMAKER_TGI, SAGEMAKER_LMI)
+_DIALECTS: dict[str, Dialect] = {dialect.name: dialect for dialect in DIALECTS}
 
 LLM_INTERFACE = "_llm_interface"
 
@@ -46,4 +47,13 @@ def dialect_for(parameters: Mapping[str, Any], connector: Connector) -> Dialect:
                      "from this connector; supported: " + ", ".join(sorted(_DIALECTS)))
 
 
-__all__ = ["Dialect", "StreamDecoder", "dialect_for", "LLM_INTERFACE"]
+def known_dialect(parameters: Mapping[str, Any], connector: Connector) -> Dialect | None:
+    """``dialect_for``, or None where it would refuse: a call that never streams (an
+    embedding connector, say) needs no interface."""
+    try:
+        return dialect_for(parameters, connector)
+    except BadRequest:
+        return None
+
+
+__all__ = ["DIALECTS", "Dialect", "StreamDecoder", "StreamKind", "dialect_for", "known_dialect", "LLM_INTERFACE"]

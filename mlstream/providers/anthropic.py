@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .common import JsonEventDecoder, ToolCalls, counts, encode_body, json_object, json_object_body, text
+from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 
 # The usage the stream's final event carries: Anthropic's own names, as its non-stream
@@ -59,7 +60,9 @@ class AnthropicMessagesDialect:
         headers.setdefault("Accept", "text/event-stream")
         return replace(request, headers=headers, body=encode_body(body))
 
-    def new_decoder(self) -> "AnthropicStreamDecoder":
+    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "AnthropicStreamDecoder":
+        if kind is StreamKind.RELAY:
+            raise no_stream_of(self, kind)
         return AnthropicStreamDecoder()
 
 

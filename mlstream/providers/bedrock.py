@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamTimeout
 from .common import ToolCall, ToolCalls, count as _count, json_object as _object, text as _text
+from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 from .eventstream import EventStreamDecoder, exception_of
 
@@ -62,7 +63,9 @@ class BedrockConverseDialect:
         # The whole body goes through: inferenceConfig, toolConfig, system, ... (beyond ml-commons).
         return replace(request, url=stream_url, headers=headers)
 
-    def new_decoder(self) -> "ConverseStreamDecoder":
+    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "ConverseStreamDecoder":
+        if kind is StreamKind.RELAY:
+            raise no_stream_of(self, kind)
         return ConverseStreamDecoder()
 
 

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .common import JsonEventDecoder, counts, json_object, text
+from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 
 _GENERATE = re.compile(r":generateContent$")
@@ -56,7 +57,9 @@ class GeminiDialect:
         headers.setdefault("Accept", "text/event-stream")
         return replace(request, url=stream_url, headers=headers)
 
-    def new_decoder(self) -> GeminiStreamDecoder:
+    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "GeminiStreamDecoder":
+        if kind is StreamKind.RELAY:
+            raise no_stream_of(self, kind)
         return GeminiStreamDecoder()
 
 

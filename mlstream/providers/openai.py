@@ -10,6 +10,7 @@ from ..errors import UpstreamError
 from ..speedups import loads_json
 from ..sse import SSEDecoder
 from .common import count as _count, encode_body as _encode_body, json_object_body as _json_object_body
+from .base import StreamKind
 from .events import Chunk, Delta, Done, Failure, StreamItem
 
 _DONE_MARKER = "[DONE]"
@@ -35,12 +36,9 @@ class OpenAIDialect:
         headers.setdefault("Accept", "text/event-stream")
         return replace(request, headers=headers, body=_encode_body(body))
 
-    def new_decoder(self) -> "OpenAIStreamDecoder":
-        return OpenAIStreamDecoder(self.chat)
-
-    def new_relay_decoder(self) -> "OpenAIStreamDecoder":
-        """For the OpenAI front: every chunk relayed whole (``Chunk``), not just its text."""
-        return OpenAIStreamDecoder(self.chat, relay=True)
+    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "OpenAIStreamDecoder":
+        """RELAY (the OpenAI front): every chunk relayed whole (``Chunk``), not just its text."""
+        return OpenAIStreamDecoder(self.chat, relay=kind is StreamKind.RELAY)
 
 
 OPENAI_CHAT = OpenAIDialect("openai/v1/chat/completions", chat=True)

@@ -21,7 +21,7 @@ skipped); the token whose ``generated_text`` is set ends the answer: Done(finish
 reason and usage from its ``details``, when the request asked for details).
 
 A chat request (``messages``, the OpenAI front's) is answered in the containers' chat
-completions schema instead (``new_chat_decoder``): ``chat.completion.chunk`` objects, as
+completions schema instead (``new_decoder(StreamKind.CHAT)``): ``chat.completion.chunk`` objects, as
 SSE ending in ``data: [DONE]`` (TGI's Messages API) or JSON lines (LMI). Content is
 Delta(text), ``reasoning_content`` Reasoning, tool-call deltas are assembled into one
 Delta per call (OpenAI's shape) when the choice finishes; Done at ``[DONE]`` or at the
@@ -41,6 +41,7 @@ from ..sse import SSEDecoder
 from ..upstream import MAX_RESPONSE_BYTES as UPSTREAM_MAX_RESPONSE_BYTES
 from .common import (JsonEventDecoder, JsonLinesDecoder, ToolCalls, count, counts, encode_body, json_object,
                      json_object_body, text)
+from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 from .eventstream import EventStreamDecoder, exception_of
 
@@ -194,12 +195,11 @@ class SageMakerDialect:
         return replace(request, url=_INVOCATIONS.sub("/invocations-response-stream", path) + sep + query,
                        body=encode_body(body))
 
-    def new_decoder(self) -> SageMakerStreamDecoder:
-        return SageMakerStreamDecoder(self.container())
-
-    def new_chat_decoder(self) -> SageMakerStreamDecoder:
-        """For the OpenAI front, whose request is the chat schema's (``messages``)."""
-        return SageMakerStreamDecoder(self.chat())
+    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> SageMakerStreamDecoder:
+        """CHAT: a front's request in the container's chat schema (``messages``), and so its stream."""
+        if kind is StreamKind.RELAY:
+            raise no_stream_of(self, kind)
+        return SageMakerStreamDecoder(self.chat() if kind is StreamKind.CHAT else self.container())
 
 
 SAGEMAKER_TGI = SageMakerDialect("sagemaker/tgi", TGIStreamDecoder, TGIChatDecoder)

@@ -39,11 +39,11 @@ from ..stores import is_postgres, open_store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
+from ..fronts.mlcommons.node import NodeIdentity
+from ..fronts.mlcommons.routes import build_router
+from ..fronts.openai.routes import add_openai_routes
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
-from .node import NodeIdentity
-from .openai_routes import add_openai_routes
-from .routes import build_router
 from .transport import HTTPRequestHandler
 from .workers import WorkerLink
 
@@ -122,7 +122,7 @@ class App:
         # Several processes (workers, or instances on one database) share their buckets in
         # the store; a lone process keeps them in memory, at no cost per request.
         shared = workers is not None or is_postgres(settings.store)
-        self.predictor = Predictor(self.registry, self.cluster, self.upstream, self.pool,
+        self.predictor = Predictor(self.cluster, self.upstream, self.pool,
                                    self.metrics, settings, RateLimiter(self.store if shared else None))
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
@@ -183,8 +183,8 @@ class MLStreamServer(ThreadingHTTPServer):
         self.app = app
         self.deadlines = Deadlines()
         self.hangups = HangupWatcher()
-        # What each connection's handler uses (transport.Front): this server's parts.
-        self.front = self
+        # What each connection's handler uses (transport.Host): this server's parts.
+        self.host = self
         self.settings, self.router, self.authenticator = app.settings, app.router, app.authenticator
         self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
         self.store = app.store

@@ -1,8 +1,4 @@
-"""JSON replies on the wire, and the error mapping of the ml-commons front.
-
-The error mapping lives here and only here: an ``MLStreamError`` carries its
-status; anything else is a bug, logged with its traceback and answered 500
-without details.
+"""JSON replies on the wire.
 
 How a reply is written is OpenSearch's, asked for per request (``ReplyFormat``):
 ``filter_path``, ``pretty``, ``error_trace``, and gzip when ``Accept-Encoding``
@@ -13,18 +9,14 @@ runs for it.
 from __future__ import annotations
 
 import json
-import logging
 import zlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import MLStreamError
 from ..filterpath import FilterPath, parse_filter_path
 from ..framing import accepts_gzip
 from ..speedups import dumps_json
-from .routing import Reply, query_flag
-
-log = logging.getLogger(__name__)
+from .routing import query_flag
 
 # OpenSearch's http.compression_level default: most of the gain for a fraction of level 9's time.
 GZIP_LEVEL = 3
@@ -61,35 +53,6 @@ def reply_format(query: dict[str, str], accept_encoding: str | None) -> ReplyFor
                        filter_path=parse_filter_path(expression) if expression else None,
                        error_trace=query_flag(query, "error_trace"),
                        gzip=accepts_gzip(accept_encoding))
-
-
-def error_reply(exc: BaseException, *, trace: bool = False) -> Reply:
-    """The JSON error reply for any exception (the one place statuses are chosen).
-
-    ``trace`` (``?error_trace=true``) adds OpenSearch's ``stack_trace`` field: the error's
-    class and reason, and those of its causes within mlstream. Never Python frames, and
-    never for a bug, whose details stay in the log.
-    """
-    if not isinstance(exc, MLStreamError):
-        log.error("unexpected error while handling a request", exc_info=exc)
-        exc = MLStreamError("internal error: the server failed to handle the request")
-        trace = False
-    body = exc.to_body()
-    if trace:
-        body["error"]["stack_trace"] = _error_chain(exc)
-    # OpenSearch builds error bodies with filtering off (AbstractRestChannel.newErrorBuilder):
-    # a filter_path meant for the answer must not hide the error.
-    return Reply(exc.http_status, body, dict(exc.headers), filterable=False)
-
-
-def _error_chain(exc: MLStreamError) -> str:
-    lines, seen = [], 0
-    current: BaseException | None = exc
-    while isinstance(current, MLStreamError) and seen < 8:  # bounded: a cause chain could loop
-        prefix = "" if not lines else "Caused by: "
-        lines.append(f"{prefix}{type(current).__module__}.{type(current).__qualname__}: {current.reason}")
-        current, seen = current.__cause__, seen + 1
-    return "\n".join(lines)
 
 
 def reply_payload(body: Any, fmt: ReplyFormat) -> bytes:

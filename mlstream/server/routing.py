@@ -2,22 +2,31 @@
 
 A route is a function ``(Request) -> Reply | StreamReply``. It never touches the
 connection: ``Reply`` is a whole JSON answer, ``StreamReply`` a stream ready to
-start; the transport writes either.
+start; the transport writes either. Each route belongs to a ``Front`` (``mlstream.fronts``),
+the API it speaks, which shapes its errors.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..errors import BadRequest, MethodNotAllowed, NotFound
 from ..logs import AccessRecord
+from ..errors import MLStreamError
 from ..predict import PendingStream
 
-# The API a route belongs to: it chooses the error body and the stream's events.
-ML_COMMONS = "ml-commons"
-OPENAI = "openai"
+
+@dataclass(frozen=True, slots=True)
+class Front:
+    """An API clients speak (ml-commons', OpenAI's): its name in metrics and the one place
+    it turns an error into its own body."""
+
+    name: str
+    # (the error, whether the client asked for ?error_trace) -> the reply; any exception
+    # that is not an MLStreamError is a bug: logged, answered 500 without details.
+    error_reply: Callable[[BaseException, bool], "Reply"]
 
 
 @dataclass(slots=True)
@@ -65,13 +74,22 @@ class Reply:
     filterable: bool = True  # ?filter_path applies (never to an error, as in OpenSearch)
 
 
+class StreamEvents(Protocol):
+    """A front's stream events, each as SSE bytes (one event or several), from the stream's values."""
+
+    def content(self, content: Any) -> bytes: ...
+    def reasoning(self, text: str) -> bytes: ...
+    def relayed(self, data: str) -> bytes: ...
+    def last(self, finish_reason: str | None, usage: dict[str, int] | None) -> bytes: ...
+    def error(self, error: MLStreamError) -> bytes: ...
+
+
 @dataclass(frozen=True, slots=True)
 class StreamReply:
     """A 200 event stream, once its provider answers (else that answer's error)."""
 
     stream: PendingStream
-    # The front's events (``sse_writer.StreamEvents``); None: ml-commons'.
-    events: Any = None
+    events: StreamEvents  # the front's, from the stream's values
 
 _PARAM = re.compile(r"\{(\w+)\}")
 
@@ -83,31 +101,37 @@ class Route:
     pattern: re.Pattern[str]
     handler: Callable[[Request], "Reply | StreamReply"]
     # Who may call it once API keys exist: "public" (anyone), "user" (any key), "admin".
-    role: str = "admin"
-    front: str = ML_COMMONS
+    role: str
+    front: Front
 
 
 class Router:
-    def __init__(self) -> None:
+    def __init__(self, default_front: Front) -> None:
         self._routes: list[Route] = []
-        self._front_prefixes: list[tuple[str, str]] = []  # (path prefix, front) for unmatched paths
+        self._default_front = default_front  # of routes added without one, and unclaimed paths
+        self._front_prefixes: list[tuple[str, Front]] = []  # (path prefix, front) for unmatched paths
 
     def add(self, method: str, template: str, handler: Callable[[Request], "Reply | StreamReply"],
-            role: str = "admin", front: str = ML_COMMONS) -> None:
+            role: str = "admin", front: Front | None = None) -> None:
         """``template`` is a path with ``{name}`` segments, e.g. ``/models/{model_id}``."""
         regex = _PARAM.sub(r"(?P<\1>[^/]+)", re.escape(template).replace(r"\{", "{").replace(r"\}", "}"))
-        self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role, front))
+        self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role,
+                                  front or self._default_front))
 
-    def claim_prefix(self, prefix: str, front: str) -> None:
+    def claim_prefix(self, prefix: str, front: Front) -> None:
         """``prefix`` (``/v1``) and the paths under it belong to ``front``, matched or not
         (its 404 and 405 bodies)."""
         self._front_prefixes.append((prefix.rstrip("/"), front))
 
-    def front_of(self, path: str) -> str:
+    @property
+    def default_front(self) -> Front:
+        return self._default_front
+
+    def front_of(self, path: str) -> Front:
         for prefix, front in self._front_prefixes:
             if path.startswith(prefix) and (len(path) == len(prefix) or path[len(prefix)] == "/"):
                 return front
-        return ML_COMMONS
+        return self._default_front
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The first route for ``method`` and ``path``; 405 if only other methods fit, else 404."""

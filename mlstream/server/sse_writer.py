@@ -6,25 +6,22 @@
                           a heartbeat comment whenever the provider is silent, and
                           exactly one final event: ``is_last`` or ``{"error": ...}``
 
-What each event says is its front's (``StreamEvents``): for ml-commons' routes
-(``ML_COMMONS_EVENTS``) ml-commons' envelope, ``{"inference_results": [{"output":
-[{"name": "response", "dataAsMap": {...}}]}]}``, one SSE ``data`` event each
-(``sse.encode_data``); the OpenAI front brings its own (``openai_sse``).
+What each event says is its front's (``routing.StreamEvents``: ml-commons' envelope,
+OpenAI's chunks, ...); this module frames, batches and writes them.
 """
 
 from __future__ import annotations
 
-import json
 import time
 import zlib
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from ..errors import ClientGone, MLStreamError
 from ..providers.events import Chunk, Delta, Done, Failure, Reasoning, Started, StreamItem
-from ..speedups import escape_json_string
-from ..sse import DATA_FIELD, EVENT_END, encode_comment, encode_data
+from ..sse import encode_comment
 from ..streaming.channel import Channel
-from .responses import GZIP_LEVEL, GZIP_WBITS, json_bytes
+from .responses import GZIP_LEVEL, GZIP_WBITS
+from .routing import StreamEvents
 
 # Events already queued are written together (each still its own HTTP chunk), so a
 # fast provider costs one syscall per batch instead of one per token.
@@ -32,66 +29,6 @@ MAX_BATCH_EVENTS = 64
 
 HEARTBEAT = encode_comment("ping")
 LAST_CHUNK = b"0\r\n\r\n"
-
-# The event around a token never changes: the envelope and the SSE data framing
-# (``sse``'s, for a one-line payload: escaped JSON never holds a raw line break) are
-# put around the escaped text in one concatenation, once per relayed token.
-_CONTENT_HEAD = DATA_FIELD + b'{"inference_results":[{"output":[{"name":"response","dataAsMap":{"content":'
-_CONTENT_TAIL = b',"is_last":false}}]}]}' + EVENT_END
-
-
-def content_event(content: Any) -> bytes:
-    text = escape_json_string(content) if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    # backslashreplace: a lone surrogate can only sit in a JSON string, where it
-    # writes exactly its JSON escape back (responses.utf8).
-    return _CONTENT_HEAD + text.encode("utf-8", "backslashreplace") + _CONTENT_TAIL
-
-
-def reasoning_event(text: str) -> bytes:
-    """A piece of reasoning: ``content`` stays empty, so a client that only reads
-    ``content`` never mixes the model's thinking into its answer."""
-    return encode_data(json_bytes({"inference_results": [{"output": [{"name": "response", "dataAsMap": {
-        "content": "", "reasoning_content": text, "is_last": False}}]}]}))
-
-
-def last_event(finish_reason: str | None, usage: dict[str, int] | None) -> bytes:
-    data: dict[str, Any] = {"content": "", "is_last": True}
-    if finish_reason is not None:
-        data["finish_reason"] = finish_reason
-    if usage is not None:
-        data["usage"] = usage
-    return encode_data(json_bytes({"inference_results": [{"output": [{"name": "response", "dataAsMap": data}]}]}))
-
-
-def error_event(error: MLStreamError) -> bytes:
-    return encode_data(json_bytes({"error": error.reason}))
-
-
-def relayed_event(data: str) -> bytes:
-    """A provider's own chunk has no place in ml-commons' envelope; only the OpenAI front relays them."""
-    raise TypeError("the ml-commons front never relays a provider's chunks")
-
-
-class StreamEvents(Protocol):
-    """A front's events, each as SSE bytes (one event or several), from the stream's values."""
-
-    def content(self, content: Any) -> bytes: ...
-    def reasoning(self, text: str) -> bytes: ...
-    def relayed(self, data: str) -> bytes: ...
-    def last(self, finish_reason: str | None, usage: dict[str, int] | None) -> bytes: ...
-    def error(self, error: MLStreamError) -> bytes: ...
-
-
-class _MLCommonsEvents:
-    content = staticmethod(content_event)
-    reasoning = staticmethod(reasoning_event)
-    relayed = staticmethod(relayed_event)
-    last = staticmethod(last_event)
-    error = staticmethod(error_event)
-
-
-ML_COMMONS_EVENTS: StreamEvents = _MLCommonsEvents()
-
 
 def chunk(data: bytes) -> bytes:
     """One HTTP/1.1 chunk of ``data`` (never empty: that would end the body)."""
@@ -156,8 +93,8 @@ def first_item(channel: Channel, heartbeat: float) -> tuple[StreamItem | None, i
 class SSEWriter:
     """Writes one committed stream to the client; its counters are read afterwards."""
 
-    def __init__(self, write: Callable[[bytes], Any], *, chunked: bool, heartbeat: float,
-                 started: float, gzip: bool = False, events: StreamEvents = ML_COMMONS_EVENTS) -> None:
+    def __init__(self, write: Callable[[bytes], Any], *, events: StreamEvents, chunked: bool, heartbeat: float,
+                 started: float, gzip: bool = False) -> None:
         self._write = write
         self._events = events
         frame, end = (chunk, LAST_CHUNK) if chunked else (unframed, b"")

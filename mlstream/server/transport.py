@@ -5,7 +5,7 @@
 
 ``BaseHTTPRequestHandler`` speaks HTTP/1.0 unless told otherwise and writes HTML
 errors; here it speaks HTTP/1.1 (keep-alive, chunked) and every error, its own
-protocol errors included, is the JSON body of ``responses.error_reply``. Request
+protocol errors included, is the JSON body of the request's front (``routing.Front``). Request
 framing and checks are pure (``mlstream.framing``); a stream's bytes are the SSE
 writer's. What this module owns is the socket: reading exactly the body, writing
 replies, and the lifecycle of a stream on its connection.
@@ -37,9 +37,9 @@ from ..providers.events import Failure
 from ..settings import ServerSettings
 from ..store import Store
 from ..streaming.channel import Channel
-from . import openai_responses, responses
-from .routing import ML_COMMONS, OPENAI, Reply, Request, Router, StreamReply
-from .sse_writer import ML_COMMONS_EVENTS, SSEWriter, first_item, stream_head
+from . import responses
+from .routing import Front, Reply, Request, Router, StreamReply
+from .sse_writer import SSEWriter, first_item, stream_head
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Timer(Protocol):
     def disarm(self, token: int) -> None: ...
 
 
-class Front(Protocol):
+class Host(Protocol):
     """What the transport needs of the server it runs in (``app.MLStreamServer``)."""
 
     settings: ServerSettings
@@ -91,25 +91,24 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # How this request asked its replies to be written; PLAIN unless it asked.
     _format: responses.ReplyFormat = responses.PLAIN
-    # The API the request came through (routing.ML_COMMONS or OPENAI): its errors' body.
-    _front_name: str = ML_COMMONS
+    _front: Front  # the API the request came through (set once its path is known): its errors' body
     server_version = f"mlstream/{__version__}"
     sys_version = ""
     disable_nagle_algorithm = True  # tokens are small writes; Nagle would delay them
-    server: Any  # the socketserver; its ``front`` is what this handler uses
+    server: Any  # the socketserver; its ``host`` is what this handler uses
 
     def setup(self) -> None:
-        self.front: Front = self.server.front
+        self.host: Host = self.server.host
         # One socket timeout bounds both an idle keep-alive wait and a write that a
         # stalled client never drains.
-        self.timeout = self.front.settings.client_stall_timeout
+        self.timeout = self.host.settings.client_stall_timeout
         super().setup()
 
     def handle_one_request(self) -> None:
         # The request line and headers must arrive within the header timeout
         # (disarmed in parse_request, once the head is in).
-        self._head_deadline: int | None = self.front.deadlines.arm(
-            self.connection, self.front.settings.header_timeout)
+        self._head_deadline: int | None = self.host.deadlines.arm(
+            self.connection, self.host.settings.header_timeout)
         try:
             super().handle_one_request()
         finally:
@@ -147,7 +146,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
 
     def _disarm_head_deadline(self) -> None:
         if self._head_deadline is not None:
-            self.front.deadlines.disarm(self._head_deadline)
+            self.host.deadlines.disarm(self._head_deadline)
             self._head_deadline = None
 
     # every method goes through the routing table (which answers 404 / 405)
@@ -161,12 +160,12 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         # One change-counter reading serves every cache the request looks in.
-        with self.front.store.one_counter_reading():
+        with self.host.store.one_counter_reading():
             self._handle()
 
     def _handle(self) -> None:
         started = time.monotonic()
-        front = self.front
+        host = self.host
         self._body_read = False
         self._request_id = request_id(self.headers.get("X-Request-Id"))
         parts = urlsplit(self.path)
@@ -175,18 +174,18 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         self._access = AccessRecord(self.client_address[0], self.command, path, self._request_id)
         route_label = "unmatched"
         request: Request | None = None
-        self._front_name = front.router.front_of(path)
-        front.in_flight.begin_request()
+        self._front = host.router.front_of(path)
+        host.in_flight.begin_request()
         try:
             query = dict(parse_qsl(parts.query, keep_blank_values=True)) if parts.query else {}
             accept_encoding = self.headers.get("Accept-Encoding")
             if query or accept_encoding:
                 self._format = responses.reply_format(query, accept_encoding)
-            route, params = front.router.match(self.command, path)
-            route_label, self._front_name = route.template, route.front
+            route, params = host.router.match(self.command, path)
+            route_label, self._front = route.template, route.front
             self._access.model_id = params.get("model_id")
             if route.role != "public":
-                front.authenticator.authenticate(self.headers.get("Authorization"), route.role)
+                host.authenticator.authenticate(self.headers.get("Authorization"), route.role)
             check_content_type(self.headers.get("Content-Type"), self._declares_body())
             request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
                               self._request_id, self._access, self.connection)
@@ -210,17 +209,15 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._format = responses.PLAIN
             duration = time.monotonic() - started
             self._access.duration_ms = duration * 1000
-            front.metrics.http_request(route_label, self.command, self._access.status, duration,
+            host.metrics.http_request(route_label, self.command, self._access.status, duration,
                                        self._access.model_id if request is not None and request.model_resolved
-                                       else None, self._front_name)
+                                       else None, self._front.name)
             self._access.emit()
-            front.in_flight.end_request()
+            host.in_flight.end_request()
 
     def _error_reply(self, exc: BaseException) -> Reply:
         """The error body of the front the request came through."""
-        if self._front_name == OPENAI:
-            return openai_responses.error_reply(exc)
-        return responses.error_reply(exc, trace=self._format.error_trace)
+        return self._front.error_reply(exc, self._format.error_trace)
 
     def _declares_body(self) -> bool:
         return declares_body(self.headers.get("Transfer-Encoding"), self.headers.get("Content-Length"))
@@ -230,11 +227,11 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes:
         """Exactly the body's bytes, never one past it (the next request may follow)."""
         framing = body_framing(self.headers.get("Transfer-Encoding"), self.headers.get("Content-Length"),
-                               self.front.settings.max_body_bytes)
+                               self.host.settings.max_body_bytes)
         if framing.close_after:
             self.close_connection = True
         if framing.chunked:
-            decoder = ChunkedDecoder(self.front.settings.max_body_bytes)
+            decoder = ChunkedDecoder(self.host.settings.max_body_bytes)
             while (want := decoder.want()) is not None:
                 decoder.give(self.rfile.readline(want.size) if want.line else self.rfile.read(want.size))
             body = decoder.body
@@ -244,13 +241,13 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         content_encoding = self.headers.get("Content-Encoding") if body else None
         if content_encoding:
             # The decoded size counts against the same limit: a bomb is a 413, not memory.
-            body = decode_content(body, content_encoding, self.front.settings.max_body_bytes)
+            body = decode_content(body, content_encoding, self.host.settings.max_body_bytes)
         return body
 
     # --- responses -------------------------------------------------------------
 
     def _write_reply(self, reply: Reply) -> None:
-        if self.front.draining.is_set():
+        if self.host.draining.is_set():
             self.close_connection = True
         access = getattr(self, "_access", None)
         fmt = self._format
@@ -299,7 +296,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self.request_version = "HTTP/1.1"
         # Once this request's line parsed (command set), its path says whose error body it gets.
         path = urlsplit(self.path).path if self.command else ""
-        self._front_name = self.front.router.front_of("/" + path.lstrip("/")) if path else ML_COMMONS
+        router = self.host.router
+        self._front = router.front_of("/" + path.lstrip("/")) if path else router.default_front
         self._write_reply(self._error_reply(error))
 
     def date_time_string(self, timestamp: float | None = None) -> str:
@@ -322,36 +320,36 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
     def _stream(self, reply: StreamReply, started: float) -> None:
         """Register the stream, start it, answer: the provider's refusal as an HTTP
         error, else a 200 event stream written by the SSE writer."""
-        front = self.front
+        host = self.host
         channel = reply.stream.channel
         # Registered before the reader starts: once it runs, on the way to the first
         # token, this thread has nothing left to do but wait for it.
-        front.in_flight.add(channel)
-        front.hangups.watch(self.connection, channel)
+        host.in_flight.add(channel)
+        host.hangups.watch(self.connection, channel)
         try:
             reply.stream.start()
         except BaseException:  # Overloaded: refused before anything started
-            front.hangups.unwatch(self.connection)
-            front.in_flight.discard(channel)
+            host.hangups.unwatch(self.connection)
+            host.in_flight.discard(channel)
             raise
         access = self._access
         writer: SSEWriter | None = None
         outcome: str | None = None  # refused | completed | failed | client_gone
         try:
-            heartbeat = front.settings.heartbeat_interval
+            heartbeat = host.settings.heartbeat_interval
             item, access.upstream_status = first_item(channel, heartbeat)
             if isinstance(item, Failure) and isinstance(item.error, ClientGone):
                 outcome = "client_gone"
                 return  # nobody to answer
             if isinstance(item, Failure):
                 outcome = "refused"
-                front.metrics.upstream_failure(item.error)
+                host.metrics.upstream_failure(item.error)
                 if isinstance(item.error, UpstreamError):
                     access.upstream_status = item.error.upstream_status
                 self._write_reply(self._error_reply(item.error))
                 return
             chunked = chunked_ok(self.request_version)
-            if not chunked or front.draining.is_set():
+            if not chunked or host.draining.is_set():
                 # Without chunks only the close tells an HTTP/1.0 client the body ended.
                 self.close_connection = True
             gzip = self._format.gzip  # only when asked: then every event is flushed as it goes
@@ -359,26 +357,26 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                                chunked=chunked, close=self.close_connection, gzip=gzip)
             access.status = 200
             writer = SSEWriter(self.wfile.write, chunked=chunked, heartbeat=heartbeat, started=started,
-                               gzip=gzip, events=reply.events or ML_COMMONS_EVENTS)
+                               gzip=gzip, events=reply.events)
             writer.run(channel, item, head)
             outcome = writer.outcome
         except CLIENT_GONE as exc:
             self.close_connection = True
             log.debug("client %s left mid-stream (%r)", self.client_address[0], exc)
         finally:
-            front.hangups.unwatch(self.connection)
+            host.hangups.unwatch(self.connection)
             if outcome is None:
                 outcome = "client_gone"
                 channel.cancel()  # stops the reader and closes the upstream connection
             if outcome == "client_gone":
                 access.status = access.status or ClientGone.http_status
                 self.close_connection = True
-            front.in_flight.discard(channel)
+            host.in_flight.discard(channel)
             if writer is not None and writer.failure is not None:
-                front.metrics.upstream_failure(writer.failure)
+                host.metrics.upstream_failure(writer.failure)
             events = writer.events if writer is not None else 0
             first = writer.first_event_seconds if writer is not None else None
-            front.metrics.stream_finished(outcome, events, first, self._front_name)
+            host.metrics.stream_finished(outcome, events, first, self._front.name)
             if outcome != "refused":
                 access.bytes_out = writer.bytes_out if writer is not None else 0
                 access.events = events

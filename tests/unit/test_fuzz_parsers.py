@@ -27,7 +27,7 @@ from mlstream.errors import MLStreamError, ProtocolError, TemplateError
 from mlstream.jsonpath import JsonPath, JsonPathError, PathNotFound, compile_path
 from mlstream.providers.bedrock import ConverseStreamDecoder
 from mlstream.providers.openai import OpenAIStreamDecoder
-from mlstream.server import sse_writer
+from mlstream.fronts.mlcommons import events as sse_events
 from mlstream.sse import SSEDecoder, SSEEvent, encode_comment, encode_data
 from mlstream.providers.events import Delta, Done, Failure
 from mlstream.templating import placeholders, render, render_json_body
@@ -208,15 +208,15 @@ def assert_stream_items(items: list[Any], *, content: tuple[type, ...]) -> None:
         assert type(item) in (Delta, Done, Failure), item
         if isinstance(item, Delta):
             assert isinstance(item.content, content) and item.content, item
-            sse_writer.content_event(item.content)
+            sse_events.content_event(item.content)
         elif isinstance(item, Done):
             assert item.usage is None or isinstance(item.usage, dict), item
-            sse_writer.last_event(item.finish_reason, item.usage)
+            sse_events.last_event(item.finish_reason, item.usage)
         else:
             assert isinstance(item.error, MLStreamError), item
             assert isinstance(item.error.reason, str) and item.error.reason
             assert 400 <= item.error.http_status < 600
-            sse_writer.error_event(item.error)
+            sse_events.error_event(item.error)
     terminals = [i for i, item in enumerate(items) if isinstance(item, TERMINAL)]
     assert terminals == [len(items) - 1], items
 

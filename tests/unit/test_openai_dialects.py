@@ -1,4 +1,4 @@
-"""OpenAI chat <-> Anthropic, Gemini and SageMaker chat (``openai_dialects``), and the
+"""OpenAI chat <-> Anthropic, Gemini and SageMaker chat (``fronts.openai``'s translations), and the
 SageMaker chat stream decoders: table-tested, and the request translations fuzzed
 (whatever JSON comes in, only their own refusal, InvalidField, comes out)."""
 
@@ -10,11 +10,11 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from mlstream import openai_dialects as dialects
 from mlstream.errors import InvalidField, UpstreamError
+from mlstream.fronts.openai import anthropic, gemini, sagemaker
+from mlstream.fronts.openai.events import OpenAIChatEvents
 from mlstream.providers.events import Delta, Done, Failure, Reasoning
 from mlstream.providers.sagemaker import LMIChatDecoder, TGIChatDecoder
-from mlstream.server.openai_sse import OpenAIChatEvents
 
 from .test_openai_wire import bodies, events_of
 
@@ -46,7 +46,7 @@ CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '
      {"tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "tool", "name": "f"}}),
 ])
 def test_anthropic_request_fields(extra, expected):
-    assert dialects.anthropic_request({"messages": USER, **extra}) == {
+    assert anthropic.anthropic_request({"messages": USER, **extra}) == {
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], **expected}
 
 
@@ -58,7 +58,7 @@ def test_anthropic_request_messages():
         {"role": "user", "content": "again"},
         {"role": "assistant", "content": "let me", "tool_calls": [CALL]},
         {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "42"}]}]}
-    assert dialects.anthropic_request(body) == {
+    assert anthropic.anthropic_request(body) == {
         "system": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
         "messages": [
             {"role": "user", "content": [
@@ -86,17 +86,17 @@ def test_anthropic_request_messages():
 ])
 def test_anthropic_refusals_name_the_field(body, param):
     with pytest.raises(InvalidField) as refused:
-        dialects.anthropic_request(body)
+        anthropic.anthropic_request(body)
     assert refused.value.param == param
 
 
 @pytest.mark.parametrize("rendered, fields, max_tokens", [
     ({"model": "m", "max_tokens": 10, "messages": []}, {"messages": [1]}, 10),
     ({"model": "m", "max_tokens": 10}, {"messages": [1], "max_tokens": 3}, 3),
-    ({"model": "m"}, {"messages": [1]}, dialects.ANTHROPIC_DEFAULT_MAX_TOKENS),
+    ({"model": "m"}, {"messages": [1]}, anthropic.ANTHROPIC_DEFAULT_MAX_TOKENS),
 ])
 def test_anthropic_body_keeps_the_connectors_fields(rendered, fields, max_tokens):
-    body = dialects.anthropic_body(rendered, fields)
+    body = anthropic.anthropic_body(rendered, fields)
     assert body["model"] == "m" and body["messages"] == [1] and body["max_tokens"] == max_tokens
 
 
@@ -104,7 +104,7 @@ def test_chat_completion_from_anthropic():
     answer = {"content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}, {"type": "text", "text": "Hi"},
                           {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}],
               "stop_reason": "tool_use", "usage": {"input_tokens": 2, "output_tokens": 3}}
-    completion = dialects.chat_completion_from_anthropic(answer, completion_id="c", created=1, model="m")
+    completion = anthropic.chat_completion_from_anthropic(answer, completion_id="c", created=1, model="m")
     assert completion["choices"] == [{"index": 0, "logprobs": None, "finish_reason": "tool_calls", "message": {
         "role": "assistant", "content": "Hi", "refusal": None, "reasoning_content": "hmm",
         "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}]}}]
@@ -112,7 +112,7 @@ def test_chat_completion_from_anthropic():
     for reason, finish in (("end_turn", "stop"), ("max_tokens", "length"), ("stop_sequence", "stop"),
                            ("refusal", "content_filter")):
         answer = {"content": [{"type": "text", "text": "x"}], "stop_reason": reason}
-        assert dialects.chat_completion_from_anthropic(answer, completion_id="c", created=1,
+        assert anthropic.chat_completion_from_anthropic(answer, completion_id="c", created=1,
                                                        model="m")["choices"][0]["finish_reason"] == finish
 
 
@@ -140,7 +140,7 @@ def test_chat_completion_from_anthropic():
     ({"user": "u", "parallel_tool_calls": True}, {}),  # dropped
 ])
 def test_gemini_request_fields(extra, expected):
-    assert dialects.gemini_request({"messages": USER, **extra}, stream=False) == {
+    assert gemini.gemini_request({"messages": USER, **extra}, stream=False) == {
         "contents": [{"role": "user", "parts": [{"text": "hi"}]}], **expected}
 
 
@@ -151,7 +151,7 @@ def test_gemini_request_contents():
         {"role": "assistant", "tool_calls": [CALL]},
         {"role": "tool", "tool_call_id": "c1", "content": "42"},
         {"role": "assistant", "content": "done"}]}
-    assert dialects.gemini_request(body, stream=True) == {
+    assert gemini.gemini_request(body, stream=True) == {
         "systemInstruction": {"parts": [{"text": "a"}]},
         "contents": [
             {"role": "user", "parts": [{"inlineData": {"mimeType": "image/webp", "data": "AA=="}}]},
@@ -172,13 +172,13 @@ def test_gemini_request_contents():
 ])
 def test_gemini_refusals_name_the_field(body, stream, param):
     with pytest.raises(InvalidField) as refused:
-        dialects.gemini_request(body, stream=stream)
+        gemini.gemini_request(body, stream=stream)
     assert refused.value.param == param
 
 
 def test_gemini_body_merges_generation_config():
     rendered = {"contents": [], "generationConfig": {"temperature": 1, "topK": 3}, "safetySettings": []}
-    body = dialects.gemini_body(rendered, {"contents": [1], "generationConfig": {"temperature": 0}})
+    body = gemini.gemini_body(rendered, {"contents": [1], "generationConfig": {"temperature": 0}})
     assert body == {"contents": [1], "generationConfig": {"temperature": 0, "topK": 3}, "safetySettings": []}
 
 
@@ -189,7 +189,7 @@ def test_chat_completion_from_gemini():
          "finishReason": "STOP"},
         {"index": 1, "content": {"parts": [{"text": "Yo"}]}, "finishReason": "MAX_TOKENS"}],
         "usageMetadata": {"promptTokenCount": 2, "candidatesTokenCount": 3, "totalTokenCount": 5}}
-    completion = dialects.chat_completion_from_gemini(answer, completion_id="c", created=1, model="m")
+    completion = gemini.chat_completion_from_gemini(answer, completion_id="c", created=1, model="m")
     first, second = completion["choices"]
     assert first["message"] == {"role": "assistant", "content": "Hi", "refusal": None, "reasoning_content": "hmm",
                                 "tool_calls": [{"id": "call_f", "type": "function",
@@ -198,7 +198,7 @@ def test_chat_completion_from_gemini():
     assert (second["index"], second["message"]["content"], second["finish_reason"]) == (1, "Yo", "length")
     assert completion["usage"] == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
     with pytest.raises(UpstreamError) as blocked:
-        dialects.chat_completion_from_gemini({"promptFeedback": {"blockReason": "SAFETY"}}, completion_id="c",
+        gemini.chat_completion_from_gemini({"promptFeedback": {"blockReason": "SAFETY"}}, completion_id="c",
                                              created=1, model="m")
     assert blocked.value.http_status == 400
 
@@ -218,21 +218,21 @@ def test_chat_completion_from_gemini():
      {"messages": USER, "tools": [FUNCTION]}),
 ])
 def test_sagemaker_chat_body(rendered, body, stream, expected):
-    fields = dialects.sagemaker_chat_fields(body, stream=stream)
-    assert dialects.sagemaker_chat_body(rendered, fields) == expected
+    fields = sagemaker.sagemaker_chat_fields(body, stream=stream)
+    assert sagemaker.sagemaker_chat_body(rendered, fields) == expected
 
 
 def test_chat_completion_from_sagemaker():
     answer = {"id": "chatcmpl-0", "object": "chat.completion", "choices": [
         {"index": 0, "message": {"role": "assistant", "content": "Hi", "tool_calls": [CALL]}, "finish_reason": "eos_token"}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}
-    completion = dialects.chat_completion_from_sagemaker(answer, completion_id="c", created=1, model="m")
+    completion = sagemaker.chat_completion_from_sagemaker(answer, completion_id="c", created=1, model="m")
     assert completion["id"] == "c" and completion["model"] == "m"
     assert completion["choices"][0]["message"]["tool_calls"] == [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]
     assert completion["choices"][0]["finish_reason"] == "tool_calls"
     answer["choices"][0]["message"] = {"role": "assistant", "content": "Hi"}
-    assert dialects.chat_completion_from_sagemaker(answer, completion_id="c", created=1,
+    assert sagemaker.chat_completion_from_sagemaker(answer, completion_id="c", created=1,
                                                    model="m")["choices"][0]["finish_reason"] == "stop"
 
 
@@ -282,8 +282,8 @@ def test_a_translated_stream_of_a_call_with_stop_finishes_with_tool_calls():
 @given(body=bodies)
 @settings(deadline=None, database=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 def test_translations_only_refuse_with_invalid_field(body):
-    for translate, contents, role in ((dialects.anthropic_request, "messages", "role"),
-                                      (lambda b: dialects.gemini_request(b, stream=False), "contents", "role")):
+    for translate, contents, role in ((anthropic.anthropic_request, "messages", "role"),
+                                      (lambda b: gemini.gemini_request(b, stream=False), "contents", "role")):
         try:
             fields = translate(body)
         except InvalidField:

@@ -1,5 +1,5 @@
 """The OpenAI front's pure parts: request checks, the Converse translation both ways, the
-chunk events (``openai_sse``) and the error body (``openai_responses``). Table-tested, and
+chunk events (``fronts.openai.events``) and the error body (``fronts.openai.errors``). Table-tested, and
 the translation fuzzed: whatever JSON comes in, only its own refusal (InvalidField) comes out."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlstream import openai_wire
 from mlstream.errors import (
     BadRequest,
     InvalidField,
@@ -23,10 +22,11 @@ from mlstream.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from mlstream.fronts.openai import converse, wire
+from mlstream.fronts.openai import errors as openai_errors
+from mlstream.fronts.openai.events import DONE_EVENT, OpenAIChatEvents
 from mlstream.providers.events import Chunk, Done, Failure
 from mlstream.providers.openai import OpenAIStreamDecoder
-from mlstream.server import openai_responses
-from mlstream.server.openai_sse import DONE_EVENT, OpenAIChatEvents
 
 
 def events_of(data: bytes) -> list[object]:
@@ -62,7 +62,7 @@ def events_of(data: bytes) -> list[object]:
 ])
 def test_converse_refusals_name_the_field(body, param):
     with pytest.raises(InvalidField) as refused:
-        openai_wire.converse_request(body)
+        converse.converse_request(body)
     assert refused.value.param == param and refused.value.http_status == 400
 
 
@@ -71,37 +71,37 @@ def test_converse_request_merges_turns_and_maps_tool_choice():
                          {"role": "user", "content": "one"}, {"role": "user", "content": "two"}],
             "tools": [{"type": "function", "function": {"name": "f"}}],
             "tool_choice": {"type": "function", "function": {"name": "f"}}, "user": "ignored", "seed": 1}
-    assert openai_wire.converse_request(body) == {
+    assert converse.converse_request(body) == {
         "messages": [{"role": "user", "content": [{"text": "one"}, {"text": "two"}]}],
         "system": [{"text": "a"}, {"text": "b"}],
         "toolConfig": {"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": {"type": "object"}}}}],
                        "toolChoice": {"tool": {"name": "f"}}}}
-    assert "toolConfig" not in openai_wire.converse_request({**body, "tool_choice": "none"})
+    assert "toolConfig" not in converse.converse_request({**body, "tool_choice": "none"})
     jpeg = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/jpg;base64,AA=="}}]}]}
-    assert openai_wire.converse_request(jpeg)["messages"][0]["content"] == [
+    assert converse.converse_request(jpeg)["messages"][0]["content"] == [
         {"image": {"format": "jpeg", "source": {"bytes": "AA=="}}}]
 
 
 @pytest.mark.parametrize("given, texts", [("a", ["a"]), (["a", "b"], ["a", "b"])])
 def test_embedding_input(given, texts):
-    assert openai_wire.check_embedding_input({"input": given}) == texts
+    assert wire.check_embedding_input({"input": given}) == texts
 
 
 @pytest.mark.parametrize("given", [[1, 2], [[1, 2]], [], None, [""], 3, ["a", 1]])
 def test_embedding_input_refused(given):
     with pytest.raises(InvalidField) as refused:
-        openai_wire.check_embedding_input({"input": given})
+        wire.check_embedding_input({"input": given})
     assert refused.value.param == "input"
 
 
 def test_embedding_base64_is_little_endian_float32():
-    encoded = openai_wire.embedding_base64([1.0, -0.5])
+    encoded = wire.embedding_base64([1.0, -0.5])
     assert struct.unpack("<2f", base64.b64decode(encoded)) == (1.0, -0.5)
 
 
 def test_overlay_the_client_wins_and_never_sets_model_or_stream():
-    fields = openai_wire.client_fields({"model": "mine", "stream": True, "temperature": 1, "messages": []})
-    assert openai_wire.overlay({"model": "gpt-4o", "temperature": 0, "max_tokens": 5}, fields) == {
+    fields = wire.client_fields({"model": "mine", "stream": True, "temperature": 1, "messages": []})
+    assert wire.overlay({"model": "gpt-4o", "temperature": 0, "max_tokens": 5}, fields) == {
         "model": "gpt-4o", "temperature": 1, "max_tokens": 5, "messages": []}
 
 
@@ -115,7 +115,7 @@ def test_overlay_the_client_wins_and_never_sets_model_or_stream():
     ({"input_length": None, "generated_tokens": 9}, (0, 9, 9)),
 ])
 def test_usage_names(usage, expected):
-    counted = openai_wire.openai_usage(usage)
+    counted = wire.openai_usage(usage)
     assert (counted["prompt_tokens"], counted["completion_tokens"], counted["total_tokens"]) == expected
 
 
@@ -123,7 +123,7 @@ def test_usage_names(usage, expected):
                                               ("tool_use", "tool_calls"), ("guardrail_intervened", "content_filter"),
                                               ("MAX_TOKENS", "length"), (None, None), ("novel", "novel")])
 def test_finish_reasons(reason, expected):
-    assert openai_wire.finish_reason(reason) == expected
+    assert wire.finish_reason(reason) == expected
 
 
 def test_chat_completion_from_converse():
@@ -131,12 +131,12 @@ def test_chat_completion_from_converse():
         {"reasoningContent": {"reasoningText": {"text": "hmm"}}}, {"text": "Hi"},
         {"toolUse": {"toolUseId": "t1", "name": "f", "input": {"a": 1}}}]}},
         "stopReason": "tool_use", "usage": {"inputTokens": 2, "outputTokens": 3, "totalTokens": 5}}
-    completion = openai_wire.chat_completion_from_converse(answer, completion_id="c", created=1, model="m")
+    completion = converse.chat_completion_from_converse(answer, completion_id="c", created=1, model="m")
     assert completion["choices"][0] == {"index": 0, "logprobs": None, "finish_reason": "tool_calls", "message": {
         "role": "assistant", "content": "Hi", "refusal": None, "reasoning_content": "hmm",
         "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}]}}
     assert completion["usage"] == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
-    empty = openai_wire.chat_completion_from_converse(None, completion_id="c", created=1, model="m")
+    empty = converse.chat_completion_from_converse(None, completion_id="c", created=1, model="m")
     assert empty["choices"][0]["message"]["content"] == "" and "usage" not in empty
 
 
@@ -192,7 +192,7 @@ def test_relayed_stream_events_pass_the_chunk_through():
     (ValueError("a bug with a secret"), 500, "server_error", None),
 ])
 def test_error_bodies(error, status, kind, code):
-    reply = openai_responses.error_reply(error)
+    reply = openai_errors.error_reply(error)
     assert reply.status == status
     assert reply.body["error"]["type"] == kind and reply.body["error"]["code"] == code
     assert "secret" not in reply.body["error"]["message"]
@@ -215,7 +215,7 @@ bodies = st.fixed_dictionaries({"messages": st.lists(message, max_size=4) | json
 @settings(deadline=None, database=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 def test_converse_translation_only_refuses_with_invalid_field(body):
     try:
-        fields = openai_wire.converse_request(body)
+        fields = converse.converse_request(body)
     except InvalidField:
         return
     json.dumps(fields)  # what is sent is JSON

@@ -10,10 +10,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlstream.errors import ClientGone, UpstreamError
+from mlstream.fronts.mlcommons.events import (
+    ML_COMMONS_EVENTS,
+    content_event,
+    error_event,
+    last_event,
+)
 from mlstream.providers.events import Delta, Done, Failure, Started
-from mlstream.server.sse_writer import (HEARTBEAT, LAST_CHUNK, SSEWriter, chunk, content_event, error_event,
-                                        first_item, gzip_framing, last_event, stream_head, unframed)
 from mlstream.server.responses import json_bytes
+from mlstream.server.sse_writer import (
+    HEARTBEAT,
+    LAST_CHUNK,
+    SSEWriter,
+    chunk,
+    first_item,
+    gzip_framing,
+    stream_head,
+    unframed,
+)
 from mlstream.sse import SSEDecoder, encode_data
 from mlstream.streaming.channel import Channel
 
@@ -58,7 +72,7 @@ def run(items, *, chunked: bool = True, writes: list[bytes] | None = None) -> tu
     for item in items:
         assert channel.put(item, 0)
     written: list[bytes] = [] if writes is None else writes
-    writer = SSEWriter(written.append, chunked=chunked, heartbeat=5.0, started=0.0)
+    writer = SSEWriter(written.append, events=ML_COMMONS_EVENTS, chunked=chunked, heartbeat=5.0, started=0.0)
     first, status = first_item(channel, 5.0)
     writer.run(channel, first, b"HEAD|")
     return writer, b"".join(written)

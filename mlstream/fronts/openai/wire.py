@@ -1,10 +1,8 @@
-"""OpenAI's API shapes, and their translation to and from Amazon Bedrock Converse. Pure.
-(Anthropic, Gemini and SageMaker: ``openai_dialects``, on the same floor.)
+"""OpenAI's API shapes: what the OpenAI front checks, reads and answers. Pure.
+(Each provider's translation: ``converse``, ``anthropic``, ``gemini``, ``sagemaker``.)
 
     check_chat / check_embedding_input      what the OpenAI front refuses, with the field
     overlay                                 the client's fields on a rendered request body
-    converse_request                        chat.completions request -> Converse body fields
-    chat_completion_from_converse           Converse answer -> chat.completion
     finish_reason / openai_usage            a provider's stop reason and usage, OpenAI's names
     tool_call                               a provider's assembled tool call -> (id, name, arguments)
     conversation                            the messages as provider-neutral turns (Text, Image,
@@ -21,23 +19,15 @@ import json
 import re
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidField
+from ...errors import InvalidField
+from ..conversation import Image, Part, Text, ToolResult, ToolUse, Turn
 
 # The fields the connector decides, never taken from the client: which model the provider
 # runs, and whether it streams (the route decides that).
 CONNECTOR_OWNED = frozenset({"model", "stream"})
-# OpenAI's fields that Converse has no place for and that change nothing in the answer's
-# meaning; they are accepted and dropped (README, "Use it from OpenAI clients").
-_CONVERSE_IGNORED = frozenset({"user", "seed", "store", "metadata", "parallel_tool_calls", "presence_penalty",
-                               "frequency_penalty", "service_tier", "stream_options", "logit_bias"})
-_CONVERSE_TAKEN = frozenset({"model", "stream", "messages", "max_tokens", "max_completion_tokens", "temperature",
-                             "top_p", "stop", "tools", "tool_choice", "n", "response_format", "logprobs",
-                             "top_logprobs"})
 _DATA_URL = re.compile(r"^data:image/(png|jpe?g|gif|webp);base64,(.*)$", re.DOTALL)
-
 # A provider's stop reason, OpenAI's finish_reason (Bedrock/Anthropic, Gemini, OpenAI's own).
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "stop": "stop", "max_tokens": "length",
            "length": "length", "tool_use": "tool_calls", "tool_calls": "tool_calls",
@@ -50,6 +40,13 @@ _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "stop": "stop", "max_tok
 _USAGE_NAMES = (("inputTokens", "outputTokens"), ("input_tokens", "output_tokens"),
                 ("promptTokenCount", "candidatesTokenCount"), ("input_length", "generated_tokens"),
                 ("prompt_tokens", "completion_tokens"))
+# OpenAI's fields with no place in the provider's request that change nothing in the
+# answer's meaning: accepted and dropped (Anthropic, Gemini).
+IGNORED_FIELDS = frozenset({"store", "metadata", "service_tier", "stream_options", "logit_bias", "prediction",
+                            "modalities", "reasoning_effort", "web_search_options"})
+# The chat fields every translation takes.
+CHAT_FIELDS = frozenset({"model", "stream", "messages", "max_tokens", "max_completion_tokens", "temperature",
+                         "top_p", "stop", "tools", "tool_choice", "n", "response_format", "logprobs", "top_logprobs"})
 
 
 def object_body(body: Any) -> dict[str, Any]:
@@ -135,9 +132,6 @@ def model_entry(model_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:
             "owned_by": "mlstream", "name": doc.get("name")}
 
 
-# --------------------------------------------------------------------------- answers
-
-
 def finish_reason(reason: str | None) -> str | None:
     if reason is None:
         return None
@@ -186,34 +180,6 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-# --------------------------------------------------------------------------- Bedrock Converse
-
-
-def converse_request(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The Converse fields for a chat.completions request: ``messages``, ``system``,
-    ``inferenceConfig`` and ``toolConfig`` (only those the request has)."""
-    refuse_unknown(body, _CONVERSE_TAKEN, _CONVERSE_IGNORED, "Bedrock Converse")
-    one_text_choice(body, "Bedrock Converse")
-    system, turns = conversation(body, "Bedrock Converse")
-    fields: dict[str, Any] = {"messages": [{"role": turn.role, "content": [_converse_block(part) for part in turn.parts]}
-                                           for turn in turns]}
-    if system:
-        fields["system"] = [{"text": text} for text in system]
-    inference = _inference_config(body)
-    if inference:
-        fields["inferenceConfig"] = inference
-    tool_config = _tool_config(body.get("tools"), body.get("tool_choice"))
-    if tool_config:
-        fields["toolConfig"] = tool_config
-    return fields
-
-
-def converse_body(rendered: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The connector's rendered Converse body with the translated fields set on it; the
-    client's ``inferenceConfig`` values over the connector's."""
-    return body_with_fields(rendered, fields, "inferenceConfig")
-
-
 def body_with_fields(rendered: Mapping[str, Any], fields: Mapping[str, Any], config: str) -> dict[str, Any]:
     """``fields`` set on the rendered body; of the object named ``config`` (sampling
     settings), each field the client set over the connector's, the others kept."""
@@ -223,17 +189,6 @@ def body_with_fields(rendered: Mapping[str, Any], fields: Mapping[str, Any], con
     if merged:
         body[config] = merged
     return body
-
-
-def _converse_block(part: Part) -> dict[str, Any]:
-    if isinstance(part, Text):
-        return {"text": part.text}
-    if isinstance(part, Image):
-        return {"image": {"format": part.media_type.removeprefix("image/"),
-                          "source": {"bytes": part.inline_data("Converse")}}}
-    if isinstance(part, ToolUse):
-        return {"toolUse": {"toolUseId": part.call_id, "name": part.name, "input": part.arguments}}
-    return {"toolResult": {"toolUseId": part.call_id, "content": [{"text": text} for text in part.texts]}}
 
 
 def last_user_text(body: Mapping[str, Any]) -> str:
@@ -246,58 +201,6 @@ def last_user_text(body: Mapping[str, Any]) -> str:
             if isinstance(content, list):
                 return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return ""
-
-
-# --------------------------------------------------------------------------- a conversation, provider-neutral
-
-
-@dataclass(frozen=True, slots=True)
-class Text:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Image:
-    """An image part: ``data`` (base64) with its ``media_type`` for a data URL, else ``url``."""
-
-    media_type: str
-    data: str | None
-    url: str | None
-    where: str  # the message it came from, for a refusal's param
-
-    def inline_data(self, provider: str) -> str:
-        """The image's base64 data, for a provider that fetches no URL."""
-        if self.data is None:
-            raise InvalidField(f"{self.where}: images must be data URLs (data:image/png;base64,...) of png, jpeg, "
-                               f"gif or webp: {provider} does not fetch URLs", param=f"{self.where}.content")
-        return self.data
-
-
-@dataclass(frozen=True, slots=True)
-class ToolUse:
-    """An assistant's tool call, its arguments parsed."""
-
-    call_id: str
-    name: str
-    arguments: Any
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResult:
-    """A tool message: the call it answers (and that call's function name, which Gemini needs)."""
-
-    call_id: str
-    name: str | None
-    texts: tuple[str, ...]
-
-
-Part = Text | Image | ToolUse | ToolResult
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    role: str  # "user" or "assistant"; tool results are the user's
-    parts: list[Part]
 
 
 def conversation(body: Mapping[str, Any], provider: str) -> tuple[list[str], list[Turn]]:
@@ -419,29 +322,6 @@ def _assistant_parts(message: Mapping[str, Any], where: str) -> list[Part]:
     return parts
 
 
-def _inference_config(body: Mapping[str, Any]) -> dict[str, Any]:
-    return sampling(body, {"max_tokens": "maxTokens", "temperature": "temperature", "top_p": "topP",
-                           "stop": "stopSequences"})
-
-
-def _tool_config(tools: Any, choice: Any) -> dict[str, Any] | None:
-    functions = tool_functions(tools)
-    choice = tool_choice(choice)
-    if functions is None or choice == "none":
-        return None  # "none": the model is not offered the tools
-    specs = []
-    for function in functions:
-        spec: dict[str, Any] = {"name": function["name"], "inputSchema": {"json": function["parameters"]}}
-        if "description" in function:
-            spec["description"] = function["description"]
-        specs.append({"toolSpec": spec})
-    named = {"auto": {"auto": {}}, "required": {"any": {}}}
-    return {"tools": specs, "toolChoice": named.get(choice) or {"tool": {"name": choice[1]}}}
-
-
-# --------------------------------------------------------------------------- fields every translation shares
-
-
 def sampling(body: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
     """The client's sampling fields under a provider's ``names`` (OpenAI's name -> the
     provider's, of max_tokens, temperature, top_p, stop, seed, n, presence_penalty,
@@ -507,28 +387,6 @@ def tool_choice(choice: Any) -> str | tuple[str, str]:
     raise InvalidField("'tool_choice' must be none, auto, required or a named function", param="tool_choice")
 
 
-def chat_completion_from_converse(answer: Any, *, completion_id: str, created: int, model: str) -> dict[str, Any]:
-    """A Converse answer as OpenAI's ``chat.completion``."""
-    answer = answer if isinstance(answer, dict) else {}
-    output = answer.get("output")
-    message = output.get("message") if isinstance(output, dict) else None
-    blocks = message.get("content") if isinstance(message, dict) else None
-    texts, reasoning, calls = [], [], []
-    for block in blocks if isinstance(blocks, list) else []:
-        if not isinstance(block, dict):
-            continue
-        if isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif (found := tool_call(block)) is not None:
-            calls.append(found)
-        elif isinstance(block.get("reasoningContent"), dict):
-            text = (block["reasoningContent"].get("reasoningText") or {}).get("text")
-            if isinstance(text, str):
-                reasoning.append(text)
-    choice = completion_choice(0, texts, reasoning, calls, answer.get("stopReason"))
-    return chat_completion([choice], answer.get("usage"), completion_id=completion_id, created=created, model=model)
-
-
 def completion_choice(index: int, texts: list[str], reasoning: list[str], calls: list[tuple[str, str, str]],
                       reason: Any) -> dict[str, Any]:
     """One choice of a ``chat.completion``: its text, reasoning (``reasoning_content``, never
@@ -561,9 +419,6 @@ def loads_answer(payload: bytes) -> Any:
         return json.loads(payload)
     except ValueError:
         return None
-
-
-# --------------------------------------------------------------------------- embeddings
 
 
 def embedding_vectors(predict_body: Mapping[str, Any]) -> list[list[float]]:

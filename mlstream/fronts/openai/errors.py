@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..errors import InvalidField, MLStreamError, ModelNotFound
-from ..sse import encode_data
-from .responses import json_bytes
-from .routing import Reply
+from ...errors import InvalidField, MLStreamError, ModelNotFound
+from ...server.responses import json_bytes
+from ...server.routing import Front, Reply
+from ...sse import encode_data
 
 log = logging.getLogger(__name__)
 
@@ -51,3 +51,6 @@ def error_reply(exc: BaseException) -> Reply:
 def error_event(exc: MLStreamError) -> bytes:
     """A stream's failure after its first byte, as OpenAI sends one: ``data: {"error": ...}``."""
     return encode_data(json_bytes(error_body(exc)))
+
+
+OPENAI_FRONT = Front("openai", lambda exc, trace: error_reply(exc))  # OpenAI has no error_trace

@@ -1,4 +1,4 @@
-"""The OpenAI front's stream events (``sse_writer.StreamEvents``): ``chat.completion.chunk``.
+"""The OpenAI front's stream events (``routing.StreamEvents``): ``chat.completion.chunk``.
 
     relay (an OpenAI-interface model)     each provider chunk as it came, then ``data: [DONE]``
     translated (Converse, Anthropic,      a role delta first, content deltas (reasoning as
@@ -8,7 +8,7 @@
                                           ``stream_options.include_usage``, then ``data: [DONE]``
 
 A failure after the first byte is OpenAI's error body as the last event, with no
-``[DONE]`` (``openai_responses.error_event``). Heartbeats stay SSE comments, which the
+``[DONE]`` (``errors.error_event``). Heartbeats stay SSE comments, which the
 OpenAI SDKs skip.
 """
 
@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import MLStreamError
-from ..openai_wire import finish_reason as openai_finish_reason
-from ..openai_wire import openai_usage, tool_call
-from ..speedups import escape_json_string
-from ..sse import DATA_FIELD, EVENT_END
-from .openai_responses import error_event
-from .responses import json_bytes
+from ...errors import MLStreamError
+from ...server.responses import json_bytes
+from ...speedups import escape_json_string
+from ...sse import DATA_FIELD, EVENT_END
+from .errors import error_event
+from .wire import finish_reason as openai_finish_reason
+from .wire import openai_usage, tool_call
 
 DONE_EVENT = DATA_FIELD + b"[DONE]" + EVENT_END
 

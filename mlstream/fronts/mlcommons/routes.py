@@ -8,13 +8,16 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ..cluster import ClusterSettings
-from ..errors import BadRequest
-from ..metrics import Metrics
-from ..predict import Predictor
-from ..registry import Registry
+from ... import processing
+from ...cluster import ClusterSettings
+from ...errors import BadRequest
+from ...metrics import Metrics
+from ...predict import Ask, Predictor
+from ...registry import Registry, ResolvedModel
+from ...server.routing import Reply, Request, Router, StreamReply
 from . import node
-from .routing import Reply, Request, Router, StreamReply
+from .errors import ML_COMMONS_FRONT
+from .events import ML_COMMONS_EVENTS
 
 PREFIX = "/_plugins/_ml"
 
@@ -22,7 +25,7 @@ PREFIX = "/_plugins/_ml"
 def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSettings, metrics: Metrics,
                  readiness_problems: Callable[[], list[str]], identity: Callable[[], node.NodeIdentity],
                  render_metrics: Callable[[], str]) -> Router:
-    router = Router()
+    router = Router(ML_COMMONS_FRONT)
 
     def add(method: str, template: str, role: str = "admin"):
         def register(function):
@@ -147,8 +150,10 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     @add("POST", f"{PREFIX}/_predict/{{algorithm}}/{{model_id}}", role="user")
     def predict(req: Request) -> Reply:
         algorithm = req.params.get("algorithm") or req.query.get("algorithm")
-        result = predictor.predict(req.params["model_id"], _required(req.body), req.request_id,
-                                   algorithm, resolved=req.mark_model_resolved)
+        given = processing.parse_predict_input(_required(req.body), algorithm)
+        model = resolve(req)
+        prepared = predictor.prepare(model, Ask(given.parameters, given.dataset), request_id=req.request_id)
+        result = predictor.predict(prepared)
         if req.access is not None:
             req.access.upstream_status = result.upstream_status
         # What the gateway added, next to what the provider took (ms).
@@ -158,8 +163,17 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     @add("POST", f"{PREFIX}/models/{{model_id}}/_predict/stream", role="user")
     def predict_stream(req: Request) -> StreamReply:
-        return StreamReply(predictor.open_stream(req.params["model_id"], _required(req.body), req.request_id,
-                                                 resolved=req.mark_model_resolved))
+        predictor.check_stream_enabled()
+        given = processing.parse_predict_input(_required(req.body), "remote")
+        model = resolve(req)
+        prepared = predictor.prepare(model, Ask(given.parameters), stream=True, request_id=req.request_id)
+        return StreamReply(predictor.open_stream(prepared), ML_COMMONS_EVENTS)
+
+    def resolve(req: Request) -> ResolvedModel:
+        """The URL's model, deployed on first use; from here the call counts as its prediction."""
+        model = registry.resolve(req.params["model_id"])
+        req.mark_model_resolved()
+        return model
 
     # tasks
     add_search("task", "tasks")

@@ -1,0 +1,10 @@
+"""The APIs clients speak, one package each, over the one predictor:
+
+    mlcommons/   ml-commons' REST API and the OpenSearch node endpoints (/_plugins/_ml, /)
+    openai/      OpenAI's API (/v1): chat and text completions, embeddings, models
+    conversation a conversation, provider-neutral: what a front's messages become
+
+A front turns its request into an ``predict.Ask``, hands the ``Prepared`` call to the
+predictor, and writes the answer, the stream and the errors in its own shapes
+(``server.routing.Front``: its error body; ``StreamEvents``: its stream).
+"""

@@ -1,0 +1,168 @@
+"""The OpenAI front: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``,
+``/v1/models`` over the same registry, keys, pool and streaming core as ml-commons' routes.
+
+    model (id or name) -> ResolvedModel -> its interface (providers.dialect_for), chosen once
+      openai/v1/chat/completions, openai/v1/completions, an /embeddings URL
+          relayed: the connector's request_body rendered with the client's fields as
+          parameters, then each client field but model and stream set on it
+          (``wire.overlay``); the answer and the stream's chunks as the provider sent them
+      bedrock/converse, anthropic/v1/messages, gemini/v1beta/generatecontent (chat)
+          translated (``translations.TRANSLATIONS``): the request's fields in the provider's
+          API set on the rendered body, the answer back as chat.completion, or chunks built
+          from the provider's normalized stream events (``events``)
+      sagemaker/tgi, sagemaker/lmi (chat)
+          the containers' own chat completions schema (``messages``, OpenAI's fields) in place
+          of the rendered prompt body (``sagemaker``); the answer and its chunks normalized
+          the same way
+      an embedding blueprint with process functions (Bedrock Titan, Cohere, ...)
+          ml-commons' own predict (``text_docs``), its tensors as OpenAI's embeddings
+
+Errors are OpenAI's body (``errors``), chosen by the routes' front.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+from ... import processing
+from ...errors import BadRequest, InvalidField, ModelNotFound, NotFound
+from ...predict import Ask, Predictor
+from ...providers import StreamKind, dialect_for
+from ...providers.openai import OPENAI_CHAT, OPENAI_COMPLETIONS
+from ...registry import Registry, ResolvedModel
+from ...server.routing import Reply, Request, Router, StreamReply
+from . import wire
+from .errors import OPENAI_FRONT
+from .events import OpenAIChatEvents
+from .translations import TRANSLATIONS
+
+PREFIX = "/v1"
+JSON = "application/json"
+
+
+def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) -> None:
+    router.claim_prefix(PREFIX, OPENAI_FRONT)
+
+    def add(method: str, template: str) -> Callable:
+        def register(function: Callable) -> Callable:
+            router.add(method, PREFIX + template, function, "user", OPENAI_FRONT)
+            return function
+        return register
+
+    def deployed(reference: str, *, by_id: bool) -> tuple[str, dict[str, Any]]:
+        """The one deployed model with this name (or id, when ``by_id``): 404 for none or several."""
+        models = registry.deployed_models()
+        found = [(model_id, doc) for model_id, doc in models if by_id and model_id == reference]
+        found = found or [(model_id, doc) for model_id, doc in models if doc.get("name") == reference]
+        if len(found) > 1:
+            raise ModelNotFound(f"The model name `{reference}` is ambiguous: {len(found)} deployed models have "
+                                "it. Use a model id (GET /v1/models lists them).")
+        if not found:
+            raise ModelNotFound(f"The model `{reference}` does not exist or is not deployed.")
+        return found[0]
+
+    def find(reference: str) -> ResolvedModel:
+        """A model by id (any registered one, deployed on first use as ml-commons does: the
+        cached path), else by name among deployed models, where the name must be unique."""
+        try:
+            return registry.resolve(reference)
+        except NotFound:
+            return registry.resolve(deployed(reference, by_id=False)[0])
+
+    def note_model(req: Request, model: ResolvedModel) -> None:
+        req.mark_model_resolved()  # counted as this model's prediction, as on the ml-commons routes
+        if req.access is not None:
+            req.access.model_id = model.model_id
+
+    @add("POST", "/chat/completions")
+    def chat_completions(req: Request) -> Reply | StreamReply:
+        return _completions(req, chat=True)
+
+    @add("POST", "/completions")
+    def completions(req: Request) -> Reply | StreamReply:
+        return _completions(req, chat=False)
+
+    def _completions(req: Request, *, chat: bool) -> Reply | StreamReply:
+        body = wire.object_body(req.body)
+        reference = wire.model_reference(body)
+        stream = wire.stream_flag(body)
+        usage = wire.include_usage(body)
+        if chat:
+            wire.check_messages(body)
+        elif not isinstance(body.get("prompt"), (str, list)):
+            raise InvalidField("you must provide a prompt", param="prompt")
+        model = find(reference)
+        note_model(req, model)
+        dialect = dialect_for(model.connector.parameters, model.connector)
+        if dialect is (OPENAI_CHAT if chat else OPENAI_COMPLETIONS):
+            fields = wire.client_fields(body)
+            if not stream:
+                fields.pop("stream_options", None)  # the provider refuses it without stream
+            prepared = predictor.prepare(model, Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields)),
+                                         stream=stream, dialect=dialect, request_id=req.request_id)
+            if not stream:
+                return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
+            events = OpenAIChatEvents(completion_id="", created=0, model=reference, include_usage=usage, relay=True)
+            return StreamReply(predictor.open_stream(prepared, StreamKind.RELAY), events)
+        translation = TRANSLATIONS.get(dialect) if chat else None
+        if translation is None:
+            route = "chat completions" if chat else "text completions"
+            raise BadRequest(f"model [{model.model_id}] speaks {dialect.name}: the OpenAI front serves {route} for "
+                             + ("every LLM interface but openai/v1/completions" if chat
+                                else "openai/v1/completions models"))
+        fields = translation.request(body, stream)
+        # The template renders with the translated fields as parameters too (ml-commons'
+        # Gemini blueprint is {"contents": ${parameters.contents}}), and the last user text
+        # as ${parameters.inputs}; then the fields are set on what it rendered.
+        parameters = {**fields, "inputs": wire.last_user_text(body)}
+        prepared = predictor.prepare(model, Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields)),
+                                     stream=stream, dialect=dialect, request_id=req.request_id)
+        completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if not stream:
+            answer = wire.loads_answer(predictor.exchange(prepared))
+            return Reply(200, translation.answer(answer, completion_id=completion_id, created=created,
+                                                 model=reference))
+        events = OpenAIChatEvents(completion_id=completion_id, created=created, model=reference,
+                                  include_usage=usage, relay=False)
+        return StreamReply(predictor.open_stream(prepared, StreamKind.CHAT), events)
+
+    @add("POST", "/embeddings")
+    def embeddings(req: Request) -> Reply:
+        body = wire.object_body(req.body)
+        reference = wire.model_reference(body)
+        texts = wire.check_embedding_input(body)
+        encoding = wire.encoding_format(body)
+        model = find(reference)
+        note_model(req, model)
+        connector = model.connector
+        url = connector.action("predict").url.split("?", 1)[0].rstrip("/")
+        if url.endswith("/embeddings"):  # OpenAI or Azure OpenAI: the client's request goes through
+            fields = wire.client_fields(body)
+            prepared = predictor.prepare(model, Ask({**fields, "input": texts},
+                                                    reshape=lambda rendered: wire.overlay(rendered, fields)),
+                                         request_id=req.request_id)
+            return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
+        if body.get("dimensions") is not None:
+            raise InvalidField(f"model [{model.model_id}] does not take 'dimensions': its connector is not an "
+                               "OpenAI embeddings one", param="dimensions")
+        ask = Ask({}, processing.TextDocs(tuple(texts)))
+        result = predictor.predict(predictor.prepare(model, ask, request_id=req.request_id))
+        vectors = wire.embedding_vectors(result.body)
+        if len(vectors) != len(texts):
+            raise BadRequest(f"model [{model.model_id}] answered {len(vectors)} embeddings for {len(texts)} inputs: "
+                             "is it an embedding model?")
+        return Reply(200, wire.embeddings_list(vectors, encoding, reference))
+
+    @add("GET", "/models")
+    def list_models(req: Request) -> Reply:
+        data = [wire.model_entry(model_id, doc) for model_id, doc in registry.deployed_models()]
+        return Reply(200, {"object": "list", "data": sorted(data, key=lambda entry: entry["created"])})
+
+    @add("GET", "/models/{model}")
+    def get_model(req: Request) -> Reply:
+        # Never deploys: only deployed models are listed. A name may hold spaces, sent as %20.
+        return Reply(200, wire.model_entry(*deployed(unquote(req.params["model"]), by_id=True)))
