@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 #
-# mlstream in a container. Build and run (see the README's Deploy section):
+# mlstream in a container. Build and run (see docs/deploy.md):
 #
 #   docker build -t mlstream .
 #   docker run --rm -v mlstream-data:/data mlstream keys create --role admin   # prints the key once

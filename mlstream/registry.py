@@ -442,7 +442,7 @@ def _access_fields(body: dict[str, Any]) -> dict[str, Any]:
     """A model group's ``access`` (and ``backend_roles``) from ml-commons' request fields.
 
     Recorded as given, for clients that read them back; mlstream has no users or backend
-    roles to enforce them with (README, "Model groups").
+    roles to enforce them with (docs/api.md, "Model groups").
     """
     mode = body.get("access_mode")
     roles = body.get("backend_roles")

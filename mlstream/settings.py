@@ -134,7 +134,7 @@ class ClusterSetting:
     key: str
     kind: str            # bool, int, float, string, regex (one pattern), list, regex_list, bytes
     default: Any
-    effect: str = _NOT_APPLICABLE  # what mlstream does with it (the README's table)
+    effect: str = _NOT_APPLICABLE  # what mlstream does with it (the table in docs/api.md)
     minimum: float | None = None
     maximum: float | None = None
 
@@ -154,7 +154,7 @@ _FEATURES = "stored, no effect: mlstream has no agents, memory, tools, MCP or ba
 _ACCESS = "stored, no effect: mlstream has API keys and roles, not per-user resource access control"
 _MEMORY = "stored, no effect: mlstream is not a JVM and has no circuit breakers"
 
-# Every dynamic ml-commons setting, with ml-commons' default and bounds. Order: the README's.
+# Every dynamic ml-commons setting, with ml-commons' default and bounds. Order: docs/api.md's table.
 CLUSTER_SETTINGS: dict[str, ClusterSetting] = {setting.key: setting for setting in [
     ClusterSetting(STREAM_ENABLED, "bool", True,
                    "acted on: false refuses `_predict/stream` with 400 (default true here, false in ml-commons)"),

@@ -218,7 +218,7 @@ class FakeAnthropic(FakeServer):
 
 
 def connector(url: str, api_key: str, **knobs: Any) -> dict[str, Any]:
-    """The README's Anthropic connector, at ``url``, with ``parameters.fake`` (the
+    """The Anthropic connector of docs/providers.md, at ``url``, with ``parameters.fake`` (the
     scenario's knobs, ``knobs`` by default) passed through in the body."""
     return {
         "name": "Anthropic Claude",

@@ -275,7 +275,7 @@ class FakeSageMaker(FakeServer):
 
 
 def connector(url: str, access_key: str, secret_key: str, region: str = "us-east-1", **knobs: Any) -> dict[str, Any]:
-    """The README's SageMaker connector, at ``url``, with ``parameters.fake`` (the
+    """The SageMaker connector of docs/providers.md, at ``url``, with ``parameters.fake`` (the
     scenario's knobs, ``knobs`` by default) passed through in the body."""
     return {
         "name": "SageMaker LLM endpoint",
