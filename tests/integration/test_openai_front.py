@@ -307,16 +307,15 @@ def test_hang_up_cancels_the_upstream_and_frees_the_worker(make_server, fake):
     assert 'front="openai",route="/v1/chat/completions",method="POST",status="200"' in metrics
 
 
-def test_the_readme_snippet_prints_the_streamed_answer(server, client, fake, capsys):
-    """README, "Use it from OpenAI clients": the SDK snippet as written (host, key and model filled in)."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Use it from OpenAI clients", 1)[1].split("\n## ", 1)[0]
-    [snippet] = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+def test_the_documented_snippet_prints_the_streamed_answer(server, client, fake, capsys):
+    """docs/openai.md: the SDK snippet as written (host, key and model filled in)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "openai.md").read_text(encoding="utf-8")
+    [snippet] = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     model_id = client.model_for(openai_connector(fake))
     code = (snippet.replace("http://localhost:9200", server.url)
             .replace("<mlstream API key, or anything without keys>", "unused")
             .replace("<your_model_id or its unique name>", "openai gpt 3.5 turbo"))
-    exec(compile(code, "README OpenAI snippet", "exec"), {"__name__": "readme_snippet"})  # noqa: S102
+    exec(compile(code, "docs/openai.md snippet", "exec"), {"__name__": "readme_snippet"})  # noqa: S102
     assert capsys.readouterr().out == DEFAULT_TEXT
     assert fake.stats.requests[0].body["stream_options"] == {"include_usage": True}
     assert model_id

@@ -1,4 +1,4 @@
-"""The README's cluster-settings table and the code's list of settings are the same list."""
+"""The cluster-settings table of docs/api.md and the code's list of settings are the same list."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from mlstream.settings import (
     validate_cluster_setting,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 ML = "plugins.ml_commons."
 
 
-def test_the_readme_table_lists_every_setting_with_its_effect():
-    section = README.read_text(encoding="utf-8").split("### Cluster settings", 1)[1].split("\n### ", 1)[0]
+def test_the_documented_table_lists_every_setting_with_its_effect():
+    section = PAGE.read_text(encoding="utf-8").split("\n## Cluster settings\n", 1)[1].split("\n## ", 1)[0]
     cell = r"(?:[^|\\]|\\.)+"  # a table cell: an escaped "\|" does not end it
     rows = re.findall(rf"^\| `([^`]+)` \| {cell} \| {cell} \| (.+) \|$", section, re.MULTILINE)
     assert {ML + key: effect for key, effect in rows} == {key: s.effect for key, s in CLUSTER_SETTINGS.items()}
