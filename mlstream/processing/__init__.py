@@ -46,8 +46,7 @@ from ..jsonpath import compile_path
 from ..speedups import loads_json
 
 if TYPE_CHECKING:  # the interpreter itself is imported on first use (compile_script)
-    from ..painless import Script
-    from ..painless.values import LazyText
+    from ..painless import LazyText, Script
 
 __all__ = [
     "POST_PROCESS_FUNCTIONS",
@@ -635,7 +634,7 @@ def _gson_text(value: Any, *, doubles: bool = True) -> str:
     if isinstance(value, int) and not doubles:
         return str(value)
     if isinstance(value, (int, float)):
-        from ..painless.values import double_to_string  # only ever reached from a script
+        from ..painless import double_to_string  # only ever reached from a script
         return double_to_string(float(value))
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
@@ -662,7 +661,7 @@ def _pre_process_script(script: Script, dataset: Dataset, as_json_strings: bool 
     params["text_docs"] = [None if doc is None else escape_json_text(doc) for doc in dataset.docs]
     if not as_json_strings:
         return _script_parameters(script.run(params))
-    from ..painless.values import hash_map_order
+    from ..painless import hash_map_order
     texts = {name: params[name] if isinstance(params[name], str) else _gson_text(params[name])
              for name in hash_map_order(list(params), 16)}
     return _script_parameters(script.run(texts, params_table=16))
@@ -677,8 +676,7 @@ def _remote_input_script(script: Script, request_parameters: Mapping[str, Any], 
     # The parameters pass through HashMaps on their way (getParameterMap, the escaping,
     # inputParams): the script's params iterate in HashMap order, its table 16 buckets when
     # each is put, pre-sized when they are putAll'd.
-    from ..painless.library import presized_table
-    from ..painless.values import hash_map_order, table_size
+    from ..painless import hash_map_order, presized_table, table_size
     params: dict[str, Any] = {}
     try:
         for name in hash_map_order(list(request_parameters), table_size(len(request_parameters))):
@@ -735,7 +733,7 @@ def post_process_script(function: str, parameters: Mapping[str, Any], payload: b
     elif not isinstance(answer, dict):
         raise BadRequest("Unsupported response type: the model's answer is neither a JSON object nor an array")
     output = script.run(answer, lazy=True)
-    from ..painless.values import LazyText  # loaded with the script
+    from ..painless import LazyText  # loaded with the script
     if type(output) is LazyText:
         tensors = _lazy_tensors(output)
         if tensors is not None:
