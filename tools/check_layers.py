@@ -23,8 +23,8 @@ PACKAGE = ROOT / "mlstream"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs", "redaction")),
     ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
-                                 "config", "endpoints", "connectors", "processing", "painless", "painless.*",
-                                 "ratelimit", "signing", "retry", "openai_wire", "openai_dialects")),
+                                 "config", "endpoints", "connectors", "processing", "processing.*", "painless",
+                                 "painless.*", "ratelimit", "signing", "retry", "openai_wire", "openai_dialects")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "store_postgres", "stores", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),
