@@ -433,11 +433,11 @@ REMOTE_INPUT_CASES = [
      {}, {REMOTE_INPUT: "true"}, {"k": "1.0", "m": '{"x":[2.0]}', "s": "t"}),
     # "banana" hashes to bucket 0, "cherry" and "apple" to bucket 1 (put in that order), in a
     # table of 4 (putAll of 3) as in one of 16 (each put): java.util.HashMap's order
-    ("params-iterate-as-a-hashmap", "def s = ''; for (def k : params.keySet()) { s += k + ','; } "
-                                    "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';",
+    ("params-iterate-as-a-hashmap", ("def s = ''; for (def k : params.keySet()) { s += k + ','; } "
+                                     "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';"),
      {"cherry": "c", "apple": "a", "banana": "b"}, {REMOTE_INPUT: "true"}, {"keys": "banana,cherry,apple,"}),
-    ("params-iterate-as-a-hashmap-as-objects", "def s = ''; for (def k : params.keySet()) { s += k + ','; } "
-                                               "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';",
+    ("params-iterate-as-a-hashmap-as-objects", ("def s = ''; for (def k : params.keySet()) { s += k + ','; } "
+                                                "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';"),
      {"cherry": "c", "apple": "a", "banana": "b"}, {REMOTE_INPUT: "true", AS_OBJECTS: "true"},
      {"keys": "banana,cherry,apple,"}),
     ("connector-parameter-filled-in", "return '{\"parameters\": {\"m\": \"' + ${parameters.model} + '\"}}';",
