@@ -26,7 +26,6 @@ MODULE_SIZE_ALLOWED = {
     "mlstream/painless/runtime.py",
     "mlstream/painless/library.py",
     "mlstream/painless/pysource.py",
-    "mlstream/processing.py",
     "mlstream/testing/fake_bedrock.py",  # 820 lines, and nobody is splitting it yet
 }
 
@@ -120,3 +119,5 @@ def test_no_module_is_too_long_to_read():
                for path in sorted((ROOT / "mlstream").rglob("*.py"))}
     too_long = {name: n for name, n in lengths.items() if n > MODULE_MAX_LINES and name not in MODULE_SIZE_ALLOWED}
     assert too_long == {}, f"over {MODULE_MAX_LINES} lines: {too_long}; split them"
+    stale = {name for name in MODULE_SIZE_ALLOWED if lengths.get(name, 0) <= MODULE_MAX_LINES}
+    assert stale == set(), f"{stale} no longer over {MODULE_MAX_LINES} lines: take them off MODULE_SIZE_ALLOWED"
