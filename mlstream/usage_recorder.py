@@ -128,13 +128,13 @@ class UsageRecorder:
             return self._dropped
 
     def flush(self, timeout: float = CLOSE_TIMEOUT) -> bool:
-        """Wait until every record accepted so far is written; False on timeout."""
+        """Wait until every record accepted so far is written (their charges go with them, in
+        the same batch or an earlier one); False on timeout. Records accepted meanwhile are
+        not waited for, so a busy server answers a flush as soon as the earlier ones are in."""
         with self._cond:
             target = self._accepted
             self._cond.notify_all()
-            return self._cond.wait_for(
-                lambda: self._written >= target and not self._spend and not self._tokens
-                and not self._inflight_spend and not self._inflight_tokens, timeout)
+            return self._cond.wait_for(lambda: self._written >= target, timeout)
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Write what is queued (for up to ``timeout``), then stop the writer. Safe twice."""

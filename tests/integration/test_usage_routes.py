@@ -230,7 +230,10 @@ def test_controllers_as_ml_commons_answers_them(setup):
     updated = setup.admin.ok("PUT", path, {"user_rate_limiter": {"alice": {"limit": 6}}})
     assert updated["result"] == "updated" and updated["_index"] == ".plugins-ml-controller"
     assert setup.admin.ok("GET", path)["user_rate_limiter"]["alice"] == {"limit": "6", "unit": "MINUTES"}
+    before = setup.admin.ok("GET", path)
     assert setup.admin.call("POST", path, {"user_rate_limiter": {"alice": {"limit": 1, "unit": "WEEKS"}}}).status == 400
+    assert setup.admin.call("PUT", path, {"user_rate_limiter": {"carol": {"limit": 1}}}).status == 400  # needs a unit
+    assert setup.admin.ok("GET", path) == before  # a refused change changes nothing
     assert setup.alice.call("GET", path).status == 403
     # enforced for the key named in it (the request path calls admit, which checks it)
     setup.admin.ok("POST", path, {"user_rate_limiter": {"bob": {"limit": 1, "unit": "MINUTES"}}})
