@@ -330,6 +330,7 @@ class Registry:
                 raise Conflict("Model cannot be deleted in deploying or deployed state. "
                                "Try undeploy model first then delete")
             self._store.delete("model", model_id)
+            self._store.delete("controller", model_id)  # as ml-commons: its controller goes with it
         self._invalidate()
 
     def resolve(self, model_id: str) -> ResolvedModel:

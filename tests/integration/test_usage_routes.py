@@ -245,3 +245,11 @@ def test_controllers_as_ml_commons_answers_them(setup):
     assert setup.admin.ok("DELETE", path)["result"] == "deleted"
     assert setup.admin.call("DELETE", path).status == 404
     record_call(setup.server, "bob", setup.model_id)
+
+
+def test_deleting_a_model_deletes_its_controller(setup):
+    path = f"/_plugins/_ml/controllers/{setup.model_id}"
+    setup.admin.ok("POST", path, {"user_rate_limiter": {"bob": {"limit": 1, "unit": "MINUTES"}}})
+    setup.admin.ok("POST", f"/_plugins/_ml/models/{setup.model_id}/_undeploy")
+    setup.admin.ok("DELETE", f"/_plugins/_ml/models/{setup.model_id}")
+    assert setup.admin.call("GET", path).status == 404

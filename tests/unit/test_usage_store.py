@@ -215,6 +215,34 @@ def test_a_spent_budget_refuses_the_next_call_until_the_period_ends(parts):
         other.accountant.admit(alice, "m1")
 
 
+@pytest.mark.parametrize("period, now, later", [
+    ("day", "2025-12-02T23:59:00", "2025-12-03T00:00:01"),
+    ("week", "2025-12-07T23:00:00", "2025-12-08T00:00:01"),   # Sunday, then Monday
+    ("month", "2025-12-31T12:00:00", "2026-01-01T00:00:01"),
+])
+def test_a_budget_renews_when_its_period_ends(make_store, period, now, later):
+    from datetime import datetime, timezone
+
+    clock = [datetime.fromisoformat(now).replace(tzinfo=timezone.utc).timestamp()]
+    store = make_store()
+    tables = store.usage()
+    recorder = UsageRecorder(tables)
+    accountant = Accountant(tables, recorder, Metrics(_Pool()), Controllers(store, RateLimiter()),
+                            clock=lambda: clock[0])
+    try:
+        alice = key("alice", budget=1.0, budget_period=period)
+        accountant.record(accountant.admit(alice, "m1").usage(interface="i", route="r", status=200, outcome="ok",
+                                                              cost=1.5))
+        with pytest.raises(BudgetExceeded) as refused:
+            accountant.admit(alice, "m1")
+        end = datetime.fromisoformat(later).replace(tzinfo=timezone.utc).timestamp() - 1
+        assert int(refused.value.headers["Retry-After"]) == pytest.approx(end - clock[0], abs=1)
+        clock[0] = datetime.fromisoformat(later).replace(tzinfo=timezone.utc).timestamp()
+        accountant.admit(alice, "m1")  # a new period, a new budget
+    finally:
+        recorder.close()
+
+
 def test_a_model_without_pricing_never_spends_a_budget(parts):
     p = parts()
     alice = key("alice", budget=0.000001)
