@@ -20,7 +20,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..errors import ScriptError
-from .library import Budget, Limits, given_params
+from .budget import Budget, Limits
 from .operators import Fault
 from .parser import parse
 from .pysource import repeats, translate
@@ -74,8 +74,7 @@ class Script:
         buckets (``RemoteInferencePreProcessFunction``: 16 when it puts each parameter,
         ``tableSizeFor(ceil(n / 0.75))`` when it ``putAll``s n), its keys in the dict's
         order where they share a bucket."""
-        with given_params(params, params_table):
-            result = self._compiled.run(params, limits, lazy=lazy)
+        result = self._compiled.run(params, limits, lazy=lazy, params_table=params_table)
         # halves of a character past U+FFFF that the script joined with + are one again,
         # as they are in a Java String; a lone half stays
         return from_units(result) if type(result) is str else result

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import ScriptError
 from . import library
-from .library import Budget, BudgetExceeded, Limits
+from .budget import Budget, BudgetExceeded, Limits
 from .operators import Fault, binary, equals, truthy
 from .syntax import (
     Assign,
@@ -149,9 +149,10 @@ class CompiledScript:
     def translated_to(self, translated: Callable[[Budget, dict[str, Any]], Any] | None) -> CompiledScript:
         return CompiledScript(self._body, self._frame_size, self._params_slot, translated)
 
-    def run(self, params: dict[str, Any], limits: Limits, *, lazy: bool = False) -> Any:
-        """The script's value; with ``lazy``, a String it returns may be a ``LazyText``."""
-        budget = Budget(limits)
+    def run(self, params: dict[str, Any], limits: Limits, *, lazy: bool = False, params_table: int = 0) -> Any:
+        """The script's value; with ``lazy``, a String it returns may be a ``LazyText``.
+        ``params_table``: as ``Script.run`` has it."""
+        budget = Budget(limits, params, params_table)
         try:
             if self.translated is not None:
                 outcome = self.translated(budget, params)

@@ -16,13 +16,8 @@ from hypothesis import strategies as st
 
 from mlstream.errors import ScriptError
 from mlstream.painless import compile_script
-from mlstream.painless.library import (
-    Budget,
-    BudgetExceeded,
-    Limits,
-    append_text,
-    call_method,
-)
+from mlstream.painless.budget import Budget, BudgetExceeded, Limits
+from mlstream.painless.library import append_text, call_method
 from mlstream.painless.operators import Fault, binary
 from mlstream.painless.runtime import append_value
 from mlstream.painless.values import (
