@@ -30,24 +30,24 @@ from typing import Any
 from . import library
 from .library import Budget
 from .operators import Fault, binary, equals, truthy
-from .runtime import (
+from .runtime import _Scope
+from .semantics import (
     Concat,
-    _compound,
-    _default,
-    _index_get,
-    _index_set,
-    _plus,
-    _Scope,
-    _unary,
     append_concat,
     append_value,
     builder_text,
+    compound,
     concat_operands,
+    default_value,
+    index_get,
+    index_set,
     iteration,
     no_return,
+    plus,
     steps_spent,
     throw,
     too_deep,
+    unary,
 )
 from .syntax import (
     Assign,
@@ -155,7 +155,7 @@ def _set_field_post(budget: Budget, receiver: Any, name: str, old: Any, value: A
 
 
 def _set_index_post(budget: Budget, receiver: Any, index: Any, old: Any, value: Any) -> Any:
-    _index_set(budget, receiver, index, value)
+    index_set(budget, receiver, index, value)
     return old
 
 
@@ -186,8 +186,8 @@ def _string_result(value: Any) -> Any:
 _HELPERS: dict[str, Any] = {
     "__builtins__": {"type": type, "len": len, "list": list, "dict": dict, "int": int, "float": float, "str": str,
                      "BaseException": BaseException, "hasattr": hasattr},
-    "binary": binary, "equals": equals, "truthy": truthy, "plus": _plus, "compound": _compound,
-    "unary": _unary, "index_get": _index_get, "index_set": _index_set, "Concat": Concat,
+    "binary": binary, "equals": equals, "truthy": truthy, "plus": plus, "compound": compound,
+    "unary": unary, "index_get": index_get, "index_set": index_set, "Concat": Concat,
     "append_concat": append_concat, "append_value": append_value, "append_text": library.append_text,
     "builder_text": builder_text, "steps_spent": steps_spent, "too_deep": too_deep,
     "no_return": no_return, "throw": throw, "iterable": iteration, "get_field": library.get_field,
@@ -399,7 +399,7 @@ class _Translator:
         elif isinstance(node, Declare):
             for name, init, _, _ in node.names:
                 value = self.stored(self.expr(init), node.type, init) if init is not None else \
-                    self.literal(_default(node.type))
+                    self.literal(default_value(node.type))
                 out.emit(f"{self.declare(name, node.type)} = {value}")
         elif isinstance(node, If):
             out.emit(f"if {self.condition(node.condition, 'an if condition')}:")

@@ -17,8 +17,29 @@ from typing import Any
 
 from ..errors import ScriptError
 from . import library
-from .budget import Budget, BudgetExceeded, Limits
-from .operators import Fault, binary, equals, truthy
+from .budget import Budget, Limits
+from .operators import binary, equals, truthy
+from .semantics import (
+    INT_LIMIT,
+    SCRIPT_FAILURES,
+    Concat,
+    append_concat,
+    append_value,
+    builder_text,
+    compound,
+    concat_operands,
+    default_value,
+    index_get,
+    index_set,
+    iteration,
+    no_return,
+    plus,
+    script_error,
+    steps_spent,
+    throw,
+    too_deep,
+    unary,
+)
 from .syntax import (
     Assign,
     Binary,
@@ -58,17 +79,7 @@ from .syntax import (
 )
 from .values import (
     JArray,
-    JException,
-    JFloat,
-    JLong,
-    JStringBuilder,
     LazyText,
-    ListPrint,
-    double_to_string,
-    float_to_string,
-    type_name,
-    wrap_int,
-    wrap_long,
 )
 
 __all__ = ["CompiledScript", "compile_program"]
@@ -77,7 +88,6 @@ Frame = list            # slot 0: the Budget; then the function's variables
 Eval = Callable[[Frame], Any]
 Exec = Callable[[Frame], Any]   # None, BREAK, CONTINUE or a _Returned
 
-INTERNAL = "an operation this interpreter does not support on these values"
 BREAK = object()
 CONTINUE = object()
 
@@ -87,12 +97,6 @@ class _Returned:
 
     def __init__(self, value: Any) -> None:
         self.value = value
-
-
-class _Thrown(Exception):
-    def __init__(self, exception: JException) -> None:
-        super().__init__(exception.type)
-        self.exception = exception
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,34 +165,14 @@ class CompiledScript:
                 frame[0] = budget
                 frame[self._params_slot] = params
                 outcome = self._body(frame)
-        except _SCRIPT_FAILURES as error:
+        except SCRIPT_FAILURES as error:
             # the translated code gives a failure its line; the closures keep it in the budget
-            raise _script_error(error, getattr(error, "painless_line", budget.line)) from None
+            raise script_error(error, getattr(error, "painless_line", budget.line)) from None
         if isinstance(outcome, _Returned):
             outcome = outcome.value
         if type(outcome) is LazyText and not lazy:
             return outcome.text()
         return outcome
-
-
-def _script_error(error: Exception, line: int) -> ScriptError:
-    if isinstance(error, Fault):
-        return ScriptError(f"Painless runtime error at line {line}: {error}")
-    if isinstance(error, _Thrown):
-        exc = error.exception
-        return ScriptError(f"Painless runtime error at line {line}: {exc.type}"
-                           + (f": {exc.message}" if exc.message is not None else ""))
-    if isinstance(error, BudgetExceeded):
-        return ScriptError(f"Painless script stopped at line {line}: {error}")
-    if isinstance(error, RecursionError):
-        return ScriptError(f"Painless script stopped at line {line}: nested too deeply")
-    # A value combination the whitelist does not foresee: still the script's error,
-    # never a traceback (the fuzz tests look for this message and fail on it).
-    return ScriptError(f"Painless runtime error at line {line}: {INTERNAL} ({type(error).__name__})")
-
-
-_SCRIPT_FAILURES = (Fault, _Thrown, BudgetExceeded, RecursionError, TypeError, ValueError, ArithmeticError,
-                    LookupError)
 
 
 def compile_program(program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> CompiledScript:
@@ -348,7 +332,7 @@ class _Compiler:
             value = self.expr(init) if init is not None else None
             slot = self.scope.declare(name, type_, line, column)   # after init: "def x = x" is an error
             assigns.append((slot.index, value))
-        default = _default(type_)
+        default = default_value(type_)
         store = self.storer(type_)
         items = tuple(assigns)
 
@@ -545,7 +529,7 @@ class _Compiler:
             container, where = target(frame), index(frame)
             if type(container) is list and type(where) is int and 0 <= where < len(container):
                 return container[where]
-            return _index_get(container, where)
+            return index_get(container, where)
         return get
 
     def e_Call(self, node: Call) -> Eval:
@@ -642,7 +626,7 @@ class _Compiler:
         op = node.op
         if op == "!":
             return lambda frame: not truthy(operand(frame), "a ! operand")
-        return lambda frame: _unary(op, operand(frame))
+        return lambda frame: unary(op, operand(frame))
 
     def e_Cast(self, node: Cast) -> Eval:
         operand = self.expr(node.operand)
@@ -657,7 +641,7 @@ class _Compiler:
         if op == "||":
             return lambda frame: truthy(left(frame), "||") or truthy(right(frame), "||")
         if op == "+":
-            return lambda frame: _plus(frame[0], left(frame), right(frame))
+            return lambda frame: plus(frame[0], left(frame), right(frame))
         if op == "==":
             return lambda frame: equals(left(frame), right(frame))
         if op == "!=":
@@ -688,14 +672,14 @@ class _Compiler:
         value = self.expr(node.value)
         op = node.op[:-1]   # "" for plain "="
         return self.assigner(node.target, lambda frame, old: value(frame) if not op
-                             else _compound(frame[0], op, old, value(frame)), needs_old=bool(op),
+                             else compound(frame[0], op, old, value(frame)), needs_old=bool(op),
                              narrow=bool(op))
 
     def e_Increment(self, node: Increment) -> Eval:
         delta = node.delta
 
         def update(frame: Frame, old: Any) -> Any:
-            return _compound(frame[0], "+", old, delta)
+            return compound(frame[0], "+", old, delta)
         general = self.assigner(node.target, update, needs_old=True, narrow=True, post=not node.prefix)
         slot = self.scope.find(node.target.name) if isinstance(node.target, Variable) else None
         if slot is None or slot.type.dims or slot.type.name not in ("int", "def"):
@@ -705,7 +689,7 @@ class _Compiler:
         def increment(frame: Frame) -> Any:
             # i++ on an int, the loop counter: what the general path makes of it, in one step
             old = frame[index]
-            if type(old) is int and -_INT_LIMIT <= old + delta < _INT_LIMIT and -_INT_LIMIT <= old:
+            if type(old) is int and -INT_LIMIT <= old + delta < INT_LIMIT and -INT_LIMIT <= old:
                 frame[index] = old + delta
                 return old if post else old + delta
             return general(frame)
@@ -744,114 +728,11 @@ class _Compiler:
 
         def set_index(frame: Frame) -> Any:
             receiver, where = container(frame), key(frame)
-            old = _index_get(receiver, where) if needs_old else None
+            old = index_get(receiver, where) if needs_old else None
             new = compute(frame, old)
-            new = _index_set(frame[0], receiver, where, new)
+            new = index_set(frame[0], receiver, where, new)
             return old if post else new
         return set_index
-
-
-def concat_operands(node: Binary) -> list[Expr]:
-    """The operands of a left-leaning ``a + b + c`` chain, left to right."""
-    operands: list[Expr] = []
-    left: Expr = node
-    while isinstance(left, Binary) and left.op == "+":
-        operands.append(left.right)
-        left = left.left
-    operands.append(left)
-    operands.reverse()
-    return operands
-
-
-class Concat:
-    """A ``+`` chain run as ``_plus`` runs it (the same values, charges and checks, left
-    to right, each operand added as soon as it is computed), except that a long List of
-    doubles added to a String is not printed (``ListPrint``). ``result()`` is (value,
-    None, 0, []) when no List was left unprinted, else (None, the string's parts,
-    characters of its strings, the ListPrints)."""
-
-    __slots__ = ("budget", "known", "lazy", "parts", "value")
-
-    def __init__(self, budget: Budget, first: Any) -> None:
-        self.budget = budget
-        self.value = first
-        self.parts: list[Any] | None = None   # once the value so far is a String
-        self.known = 0
-        self.lazy: list[ListPrint] = []
-
-    def add(self, item: Any) -> Concat:
-        budget, parts = self.budget, self.parts
-        if parts is None:
-            value = self.value
-            if type(value) is not str:
-                self.value = _plus(budget, value, item)
-                return self
-            parts = self.parts = [value]
-            self.known = len(value)
-        if type(item) is str:
-            text = item
-        else:
-            printed = ListPrint.of(item)
-            if printed is not None:
-                budget.lazy_print(printed)     # String.valueOf(list), as text_of
-                parts.append(printed)
-                self.lazy.append(printed)
-                budget.lazy_string(self.known, self.lazy)      # the string made so far, as _plus
-                return self
-            text = budget.text_of(item)
-        parts.append(text)
-        self.known += len(text)
-        budget.lazy_string(self.known, self.lazy)
-        return self
-
-    def result(self) -> tuple[Any, list | None, int, list]:
-        if self.parts is None:
-            return self.value, None, 0, []
-        if not self.lazy:
-            return "".join(self.parts), None, 0, []
-        return None, self.parts, self.known, self.lazy
-
-
-def append_concat(budget: Budget, receiver: Any, pieces: tuple[Any, list | None, int, list]) -> Any:
-    """``receiver.append(a + b + ...)``, given the chain's ``Concat.result()``."""
-    value, parts, known, lazy = pieces
-    if type(receiver) is not JStringBuilder:
-        return library.call_method(budget, receiver, "append", [value if parts is None else LazyText(parts).text()])
-    if parts is not None:
-        return library.append_parts(budget, receiver, parts, known, lazy)
-    return library.append_text(budget, receiver, value if type(value) is str else budget.text_of(value))
-
-
-def append_value(budget: Budget, receiver: Any, value: Any) -> Any:
-    """``receiver.append(value)``: a List of doubles appended to a StringBuilder is left
-    unprinted until the builder is read."""
-    if type(receiver) is not JStringBuilder:
-        return library.call_method(budget, receiver, "append", [value])
-    kind = type(value)
-    if kind is str:
-        return library.append_text(budget, receiver, value)
-    if kind is JFloat or kind is int or kind is float:
-        # the numbers of a vector, one by one: printed without text_of's dispatch
-        text = float_to_string(value) if kind is JFloat else str(value) if kind is int else double_to_string(value)
-        return library.append_printed(budget, receiver, text)
-    printed = ListPrint.of(value)
-    if printed is None:
-        return library.append_text(budget, receiver, budget.text_of(value))
-    budget.lazy_print(printed)   # String.valueOf(list), as text_of
-    return library.append_parts(budget, receiver, [printed], 0, [printed])
-
-
-def builder_text(budget: Budget, receiver: Any, null_safe: bool) -> Any:
-    """``receiver.toString()`` as a script's String result: a ``LazyText`` when the
-    builder holds Lists of doubles not yet printed."""
-    if type(receiver) is not JStringBuilder or not receiver.lazy:
-        if receiver is None and null_safe:
-            return None
-        return library.call_method(budget, receiver, "toString", [])
-    budget.charge(receiver.known)
-    for item in receiver.lazy:
-        budget.defer(item)
-    return LazyText(list(receiver.parts))
 
 
 _FAST_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
@@ -869,9 +750,9 @@ def _fast_binary(op: str, left: Eval, right: Eval) -> Eval:
         if kind is type(b):
             if kind is float:
                 return apply(a, b)
-            if kind is int and -_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT:
+            if kind is int and -INT_LIMIT <= a < INT_LIMIT and -INT_LIMIT <= b < INT_LIMIT:
                 value = apply(a, b)
-                if type(value) is bool or -_INT_LIMIT <= value < _INT_LIMIT:
+                if type(value) is bool or -INT_LIMIT <= value < INT_LIMIT:
                     return value
         return binary(op, a, b)
     return fast
@@ -906,41 +787,6 @@ def _tick(budget: Budget) -> None:
         steps_spent(budget)
 
 
-def steps_spent(budget: Budget) -> None:
-    raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
-
-
-def too_deep(budget: Budget) -> None:
-    raise BudgetExceeded(f"the script's functions nested more than "
-                         f"{budget.limits.max_call_depth} calls deep (max_call_depth)")
-
-
-def no_return() -> None:
-    raise Fault("IllegalStateException", "a function ended without returning a value")
-
-
-def throw(exc: Any) -> None:
-    if type(exc) is not JException:
-        raise Fault("ClassCastException", f"throw needs an exception, not [{type_name(exc)}]")
-    raise _Thrown(exc)
-
-
-def iteration(items: Any) -> list:
-    """The items a for-each runs over (a copy: the body may change the List)."""
-    if type(items) not in (list, JArray):
-        if items is None:
-            raise Fault("NullPointerException", "for-each over a null value")
-        raise Fault("ClassCastException", f"Cannot iterate over [{type_name(items)}]")
-    return list(items)
-
-
-def _default(type_: TypeName) -> Any:
-    if type_.dims:
-        return None
-    return {"int": 0, "short": 0, "byte": 0, "long": JLong(0), "double": 0.0, "float": JFloat(0.0),
-            "boolean": False, "char": "\0"}.get(type_.name)
-
-
 def _narrower(type_: TypeName) -> Callable[[Any], Any]:
     """Compound assignment and ++ cast the result back to the variable's type (Java's rule)."""
     if type_.name == "def" and not type_.dims:
@@ -951,86 +797,3 @@ def _narrower(type_: TypeName) -> Callable[[Any], Any]:
     return lambda value: library.coerce(value, name, dims)
 
 
-def _plus(budget: Budget, a: Any, b: Any) -> Any:
-    ta, tb = type(a), type(b)
-    if ta is str or tb is str:
-        return budget.string((a if ta is str else budget.text_of(a)) + (b if tb is str else budget.text_of(b)))
-    if ta is int and tb is int and -_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT:
-        return wrap_int(a + b)
-    return binary("+", a, b)
-
-
-def _compound(budget: Budget, op: str, old: Any, value: Any) -> Any:
-    if op == "+":
-        return _plus(budget, old, value)
-    if op == "&&" or op == "||":   # pragma: no cover - no such compound operator
-        raise AssertionError(op)
-    return binary(op, old, value)
-
-
-_INT_LIMIT = 2**31
-
-
-def _unary(op: str, value: Any) -> Any:
-    kind = type(value)
-    if op == "-":
-        if kind is int:
-            return wrap_int(-value) if -_INT_LIMIT <= value < _INT_LIMIT else wrap_long(-value)
-        if kind is JLong:
-            return wrap_long(-value)
-        if kind is float:
-            return -value
-        if kind is JFloat:
-            return JFloat(-value)
-    elif op == "+":
-        if kind in (int, JLong, float, JFloat):
-            return value
-    elif op == "~":
-        if kind is int:
-            return ~value   # ~x stays within x's own width
-        if kind is JLong:
-            return JLong(~value)
-    raise Fault("ClassCastException", f"Cannot apply [{op}] to type [{type_name(value)}]")
-
-
-def _list_position(container: list, index: Any) -> int:
-    if type(index) is not int:
-        raise Fault("ClassCastException", f"an index must be an int, not [{type_name(index)}]")
-    position = index + len(container) if index < 0 else index   # Painless allows list[-1]
-    if not 0 <= position < len(container):
-        raise Fault("IndexOutOfBoundsException", f"Index {index} out of bounds for length {len(container)}")
-    return position
-
-
-def _index_get(container: Any, index: Any) -> Any:
-    kind = type(container)
-    if kind is list or kind is JArray:
-        return container[_list_position(container, index)]
-    if kind is dict:
-        return container.get(library.map_key(index))
-    if container is None:
-        raise Fault("NullPointerException", "Cannot read an element of a null value")
-    raise Fault("IllegalArgumentException", f"Cannot read an element of [{type_name(container)}] with []")
-
-
-def _index_set(budget: Budget, container: Any, index: Any, value: Any) -> Any:
-    kind = type(container)
-    if kind is JArray:
-        element = container.element
-        value = library.coerce(value, element.rstrip("[]"), element.count("[]"), "as an array element") \
-            if element != "def" else value
-        container[_list_position(container, index)] = value
-        return value
-    if kind is list:
-        position = _list_position(container, index)
-        budget.list_written()
-        container[position] = value
-        return value
-    if kind is dict:
-        if library.map_key(index) not in container:
-            budget.charge(1)
-        container[index] = value
-        return value
-    if container is None:
-        raise Fault("NullPointerException", "Cannot store an element into a null value")
-    raise Fault("IllegalArgumentException", f"Cannot store an element into [{type_name(container)}] with []")

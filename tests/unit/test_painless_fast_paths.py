@@ -19,7 +19,7 @@ from mlstream.painless import compile_script
 from mlstream.painless.budget import Budget, BudgetExceeded, Limits
 from mlstream.painless.library import append_text, call_method
 from mlstream.painless.operators import Fault, binary
-from mlstream.painless.runtime import append_value
+from mlstream.painless.semantics import append_value
 from mlstream.painless.values import (
     JFloat,
     JLong,
