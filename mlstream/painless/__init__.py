@@ -21,10 +21,11 @@ from typing import Any
 
 from ..errors import ScriptError
 from .budget import Budget, Limits
+from .checker import check
 from .operators import Fault
 from .parser import parse
-from .pysource import repeats, translate
-from .runtime import CompiledScript, compile_program
+from .pysource import repeats, translate_checked
+from .runtime import CompiledScript, compile_checked
 from .values import from_units
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "Script", "ScriptError", "compile_script"]
@@ -95,8 +96,9 @@ def compile_script(source: str) -> Script:
         raise ScriptError(f"a Painless script may be at most {MAX_SOURCE_CHARS} characters long")
     try:
         program = parse(source)
-        compiled = compile_program(program, BUILTINS)   # checks the script: ScriptError names the place
-        script = Script(source, compiled.translated_to(translate(program, BUILTINS) if repeats(program) else None))
+        checked = check(program, BUILTINS)   # ScriptError names the place
+        translated = translate_checked(checked) if repeats(program) else None
+        script = Script(source, compile_checked(checked).translated_to(translated))
     except RecursionError:
         raise ScriptError("Painless syntax error: the script is nested too deeply") from None
     with _cache_lock:

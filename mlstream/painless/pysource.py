@@ -1,8 +1,9 @@
-"""Translates a checked ``syntax.Program`` into Python source: one Python function per
-Painless function, compiled by CPython, that runs exactly as ``runtime``'s closures do.
+"""Translates a checked program (``checker.CheckedProgram``) into Python source: one
+Python function per Painless function, compiled by CPython, that runs exactly as
+``runtime``'s closures do.
 
-Pure. Only ``runtime`` checks a script (names, types, ``break`` outside a loop...); this
-module translates a program ``runtime`` has already compiled, and the closures remain
+Pure. The checker has resolved every name (a variable is the local named for its slot);
+both backends call ``semantics`` for what they do not inline. The closures remain
 the reference: what a translated function computes, charges, raises and reports as the
 line is what the closures do (the tests run both on the same scripts and inputs). One
 difference is wanted: a closure takes several Python frames a Painless call, so deep
@@ -18,7 +19,7 @@ Safety: nothing a script says becomes Python source but values. Names are ours (
 a variable, ``t5`` a temporary, ``u0`` a function, ``C2`` a constant); a String literal
 is written with ``repr``; any other value is a constant the namespace holds. The
 namespace's builtins are only ``type``, ``len`` and the types it tests for. When CPython cannot
-compile the result (nesting past its parser's limits), ``translate`` returns None and
+compile the result (nesting past its parser's limits), ``translate_checked`` returns None and
 the closures run the script.
 """
 
@@ -28,16 +29,15 @@ from collections.abc import Callable
 from typing import Any
 
 from . import library
+from .checker import Builtins, CheckedFunction, CheckedProgram, check
 from .library import Budget
 from .operators import Fault, binary, equals, truthy
-from .runtime import _Scope
 from .semantics import (
     Concat,
     append_concat,
     append_value,
     builder_text,
     compound,
-    concat_operands,
     default_value,
     index_get,
     index_set,
@@ -63,7 +63,6 @@ from .syntax import (
     Field,
     For,
     ForEach,
-    Function,
     If,
     Increment,
     Index,
@@ -85,6 +84,7 @@ from .syntax import (
     Unary,
     Variable,
     While,
+    concat_operands,
 )
 from .values import JArray, JFloat, JStringBuilder, LazyText
 
@@ -104,13 +104,20 @@ _NUMBER_CONVERSIONS = {
 }
 
 
-def translate(program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]
-              ) -> Callable[[Budget, dict[str, Any]], Any] | None:
+def translate(program: Program, builtins: Builtins) -> Callable[[Budget, dict[str, Any]], Any] | None:
+    """``program`` checked (``checker.check``: a ``ScriptError`` names the place) and
+    translated: see ``translate_checked``."""
+    if _nesting(program) > _MAX_NESTING:   # before checking it: the checker recurses as deep
+        return None
+    return translate_checked(check(program, builtins))
+
+
+def translate_checked(checked: CheckedProgram) -> Callable[[Budget, dict[str, Any]], Any] | None:
     """The script's body as a Python function ``(budget, params) -> value`` (a String
     result may be a ``LazyText``), or None when CPython cannot compile it."""
-    if _nesting(program) > _MAX_NESTING:
+    if _nesting(checked.program) > _MAX_NESTING:
         return None
-    translator = _Translator(program, builtins)
+    translator = _Translator(checked)
     source = translator.source()
     try:
         code = compile(source, "<painless>", "exec")
@@ -259,20 +266,14 @@ class _Function:
 
 
 class _Translator:
-    def __init__(self, program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> None:
-        self.program = program
+    def __init__(self, checked: CheckedProgram) -> None:
+        self.checked = checked
         self.namespace: dict[str, Any] = dict(_HELPERS)
         self.constants = 0
-        self.functions: dict[tuple[str, int], str] = {}
-        for position, function in enumerate(program.functions):
-            self.functions[(function.name, len(function.parameters))] = f"u{position}"
-        declared = {name for name, _ in self.functions}
-        self.builtins = {name: value for name, value in builtins.items() if name not in declared}
-        self.scope = _Scope(None, [1])
         self.out = _Function(TypeName("def"), False)
 
     def source(self) -> str:
-        chunks = [self.function(function) for function in self.program.functions]
+        chunks = [self.function(function) for function in self.checked.functions]
         chunks.append(self.main())
         return "\n\n".join(chunks) + "\n"
 
@@ -292,10 +293,8 @@ class _Translator:
             return f"({value!r})" if kind is int and value < 0 else repr(value)
         return self.constant(value)
 
-    def variable(self, name: str) -> str:
-        slot = self.scope.find(name)
-        assert slot is not None, name   # runtime compiled this program: every name resolves
-        return f"v{slot.index}"
+    def variable(self, node: Variable | ForEach) -> str:
+        return f"v{self.checked.slot(node).index}"
 
     def known_type(self, node: Expr) -> type | None:
         """The Python type ``node``'s value always has, when the translation knows it:
@@ -305,21 +304,17 @@ class _Translator:
             kind = type(node.value)
             return kind if kind in (str, float, bool) or (kind is int and -_INT <= node.value < _INT) else None
         if isinstance(node, Variable):
-            slot = self.scope.find(node.name)
-            if slot is not None and not slot.type.dims:
+            slot = self.checked.slot(node)
+            if not slot.type.dims:
                 return _PRIMITIVES.get(slot.type.name)
         return None
 
-    def declare(self, name: str, type_: TypeName) -> str:
-        return f"v{self.scope.declare(name, type_, 0, 0).index}"
-
     # ------------------------------------------------------------ functions
 
-    def function(self, node: Function) -> str:
-        name = self.functions[(node.name, len(node.parameters))]
-        self.scope = _Scope(None, [1])
+    def function(self, function: CheckedFunction) -> str:
+        node = function.node
         self.out = out = _Function(node.returns, False)
-        parameters = [(self.declare(pname, ptype), ptype) for ptype, pname in node.parameters]
+        parameters = [(f"v{slot.index}", slot.type) for slot in function.parameters]
         out.emit("MAX = B.limits.max_steps")
         out.emit("S = B.steps + 1")   # the call is a step
         out.emit("if S > MAX: steps_spent(B)")
@@ -335,16 +330,15 @@ class _Translator:
         if returns.name != "void" and returns.name != "def" and not returns.name[0].isupper():
             out.emit("no_return()")
         out.emit("return None")
-        head = f"def {name}(B{''.join(', ' + local for local, _ in parameters)}):"
+        head = f"def u{function.position}(B{''.join(', ' + local for local, _ in parameters)}):"
         return "\n".join([head, *out.lines])
 
     def main(self) -> str:
-        self.scope = _Scope(None, [1])
-        params = self.declare("params", TypeName("Map"))
+        params = f"v{self.checked.params_slot}"
         self.out = out = _Function(TypeName("String"), True)
         out.emit("MAX = B.limits.max_steps")
         out.emit("S = B.steps")
-        self.guarded(self.program.body, implicit_return=True)
+        self.guarded(self.checked.program.body, implicit_return=True)
         out.emit("return None")
         return "\n".join([f"def main(B, {params}):", *out.lines])
 
@@ -364,8 +358,6 @@ class _Translator:
     # ------------------------------------------------------------ statements
 
     def statements(self, statements: tuple[Statement, ...], *, implicit_return: bool) -> None:
-        outer = self.scope
-        self.scope = _Scope(outer, outer.counter)
         start = len(self.out.lines)
         for position, statement in enumerate(statements):
             last = implicit_return and position == len(statements) - 1
@@ -377,7 +369,6 @@ class _Translator:
                 self.statement(statement)
         if len(self.out.lines) == start:
             self.out.emit("pass")
-        self.scope = outer
 
     def step(self, line: int) -> None:
         self.out.emit(f"ln = {line}; S += 1")
@@ -397,10 +388,10 @@ class _Translator:
         if isinstance(node, ExprStatement):
             out.emit(self.effect(node.expr))
         elif isinstance(node, Declare):
-            for name, init, _, _ in node.names:
+            for (_, init, _, _), slot in zip(node.names, self.checked.declared(node)):
                 value = self.stored(self.expr(init), node.type, init) if init is not None else \
                     self.literal(default_value(node.type))
-                out.emit(f"{self.declare(name, node.type)} = {value}")
+                out.emit(f"v{slot.index} = {value}")
         elif isinstance(node, If):
             out.emit(f"if {self.condition(node.condition, 'an if condition')}:")
             self.block(node.then)
@@ -410,15 +401,10 @@ class _Translator:
         elif isinstance(node, While):
             self.loop(None, node.condition, None, node.body, node.do_first, "a while condition")
         elif isinstance(node, For):
-            outer = self.scope
-            self.scope = _Scope(outer, outer.counter)
             self.loop(node.init, node.condition, node.update, node.body, False, "a for condition")
-            self.scope = outer
         elif isinstance(node, ForEach):
             items = self.expr(node.iterable)
-            outer = self.scope
-            self.scope = _Scope(outer, outer.counter)
-            local = self.declare(node.name, node.type)
+            local = self.variable(node)
             out.emit(f"for {local} in iterable({items}):")
             out.depth += 1
             self.tick()
@@ -426,7 +412,6 @@ class _Translator:
                 out.emit(f"{local} = {self.stored(local, node.type)}")
             out.depth -= 1
             self.block(node.body)
-            self.scope = outer
         elif isinstance(node, Return):
             if node.value is None:
                 self.leave("None")
@@ -537,20 +522,18 @@ class _Translator:
     def effect(self, node: Expr) -> str:
         """``node`` as a statement: its value is dropped."""
         if isinstance(node, Assign) and isinstance(node.target, Variable):
-            slot = self.scope.find(node.target.name)
-            assert slot is not None
+            slot = self.checked.slot(node.target)
             local, op = f"v{slot.index}", node.op[:-1]
             if not op:
                 return f"{local} = {self.stored(self.expr(node.value), slot.type, node.value)}"
             return f"{local} = {self.narrowed(f'compound(B, {op!r}, {local}, {self.expr(node.value)})', slot.type)}"
         if isinstance(node, Increment) and isinstance(node.target, Variable):
-            return f"{self.variable(node.target.name)} = {self.increment(node, node.target)}"
+            return f"{self.variable(node.target)} = {self.increment(node, node.target)}"
         return self.expr(node)
 
     def increment(self, node: Increment, target: Variable) -> str:
         """The new value of ``target`` after ``++``/``--``."""
-        slot = self.scope.find(target.name)
-        assert slot is not None
+        slot = self.checked.slot(target)
         local, delta = f"v{slot.index}", node.delta
         general = self.narrowed(f"compound(B, '+', {local}, {delta})", slot.type)
         if slot.type.dims or slot.type.name not in ("int", "def"):
@@ -588,7 +571,7 @@ class _Translator:
         return self.literal(node.value)
 
     def e_Variable(self, node: Variable) -> str:
-        return self.variable(node.name)
+        return self.variable(node)
 
     def e_ListInit(self, node: ListInit) -> str:
         items = ", ".join(self.expr(item) for item in node.items)
@@ -689,11 +672,11 @@ class _Translator:
 
     def e_LocalCall(self, node: LocalCall) -> str:
         args = "".join(", " + self.expr(arg) for arg in node.args)
-        key = (node.name, len(node.args))
-        if key in self.functions:
+        callee = self.checked.callee(node)
+        if isinstance(callee, CheckedFunction):
             # the callee counts on from the caller's steps, and the caller on from its
-            return f"({self.functions[key]}(steps_to(B, S){args}), (S := B.steps))[0]"
-        return f"{self.constant(self.builtins[node.name][1])}(B{args})"
+            return f"(u{callee.position}(steps_to(B, S){args}), (S := B.steps))[0]"
+        return f"{self.constant(callee.fn)}(B{args})"
 
     def e_Unary(self, node: Unary) -> str:
         operand = self.expr(node.operand)
@@ -782,7 +765,7 @@ class _Translator:
     def e_Increment(self, node: Increment) -> str:
         target = node.target
         if isinstance(target, Variable):
-            local = self.variable(target.name)
+            local = self.variable(target)
             new = f"({local} := {self.increment(node, target)})"
             return f"first({local}, {new})" if not node.prefix else new
         return self.assign(target, lambda old: f"compound(B, '+', {old}, {node.delta})", narrow=True,
@@ -792,8 +775,7 @@ class _Translator:
         """Stores ``compute(old)`` into ``target``; the value is the new value (the old
         one for ``x++``). ``old`` is read before the new value is computed."""
         if isinstance(target, Variable):
-            slot = self.scope.find(target.name)
-            assert slot is not None
+            slot = self.checked.slot(target)
             local = f"v{slot.index}"
             store = self.narrowed if narrow else self.stored
             new = f"({local} := {store(compute(local), slot.type)})"

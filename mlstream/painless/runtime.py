@@ -1,23 +1,21 @@
-"""Compiles a ``syntax.Program`` into Python closures and runs it within a ``Budget``.
+"""Compiles a checked program (``checker.CheckedProgram``) into Python closures and runs
+it, or its translation (``pysource``), within a ``Budget``.
 
-Pure. Names are resolved when the script is compiled: a variable used before it is
-declared, a function that does not exist, a method-less static or an unknown class is a
-``ScriptError`` then, at connector creation, with its line and column. At run time every
+Pure. The checker has resolved every name, so compiling cannot fail. At run time every
 statement, loop iteration and call costs a step; strings and collections are charged
 to the allocation budget; a Java exception (``Fault``) or a spent budget becomes a
-``ScriptError`` naming the line it happened on.
+``ScriptError`` naming the line it happened on (``semantics.script_error``).
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ScriptError
 from . import library
 from .budget import Budget, Limits
+from .checker import Builtins, CheckedFunction, CheckedProgram, check
 from .operators import binary, equals, truthy
 from .semantics import (
     INT_LIMIT,
@@ -27,7 +25,6 @@ from .semantics import (
     append_value,
     builder_text,
     compound,
-    concat_operands,
     default_value,
     index_get,
     index_set,
@@ -54,7 +51,6 @@ from .syntax import (
     Field,
     For,
     ForEach,
-    Function,
     If,
     Increment,
     Index,
@@ -76,13 +72,14 @@ from .syntax import (
     Unary,
     Variable,
     While,
+    concat_operands,
 )
 from .values import (
     JArray,
     LazyText,
 )
 
-__all__ = ["CompiledScript", "compile_program"]
+__all__ = ["CompiledScript", "compile_checked", "compile_program"]
 
 Frame = list            # slot 0: the Budget; then the function's variables
 Eval = Callable[[Frame], Any]
@@ -97,46 +94,6 @@ class _Returned:
 
     def __init__(self, value: Any) -> None:
         self.value = value
-
-
-@dataclass(frozen=True, slots=True)
-class _Slot:
-    index: int
-    type: TypeName
-
-
-class _Scope:
-    def __init__(self, parent: _Scope | None, counter: list[int]) -> None:
-        self.parent = parent
-        self.names: dict[str, _Slot] = {}
-        self.counter = counter   # shared by the function's scopes: slots are never reused
-
-    def find(self, name: str) -> _Slot | None:
-        scope: _Scope | None = self
-        while scope is not None:
-            if name in scope.names:
-                return scope.names[name]
-            scope = scope.parent
-        return None
-
-    def declare(self, name: str, type_: TypeName, line: int, column: int) -> _Slot:
-        if self.find(name) is not None:
-            raise _compile_error(line, column, f"variable [{name}] is already defined")
-        slot = _Slot(self.counter[0], type_)
-        self.counter[0] += 1
-        self.names[name] = slot
-        return slot
-
-
-def _compile_error(line: int, column: int, message: str) -> ScriptError:
-    return ScriptError(f"Painless compile error at line {line}, column {column}: {message}")
-
-
-@dataclass(frozen=True, slots=True)
-class _FunctionInfo:
-    node: Function
-    code: list          # [body, frame size, [(slot, type) per parameter]], filled once compiled
-                        # (a call may be compiled before its function: functions may recurse)
 
 
 class CompiledScript:
@@ -175,58 +132,43 @@ class CompiledScript:
         return outcome
 
 
-def compile_program(program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> CompiledScript:
-    """``builtins``: helper functions (name -> (arity, fn(budget, *args))) a script may call
-    without declaring them (ml-commons' ``escape``), unless it declares its own."""
-    return _Compiler(program, builtins).compile()
+def compile_program(program: Program, builtins: Builtins) -> CompiledScript:
+    """``program`` checked (``checker.check``: a ``ScriptError`` names the place) and
+    compiled to closures."""
+    return compile_checked(check(program, builtins))
+
+
+def compile_checked(checked: CheckedProgram) -> CompiledScript:
+    return _Compiler(checked).compile()
 
 
 class _Compiler:
-    def __init__(self, program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> None:
-        self.program = program
-        self.functions: dict[tuple[str, int], _FunctionInfo] = {}
-        for function in program.functions:
-            key = (function.name, len(function.parameters))
-            if key in self.functions:
-                raise _compile_error(function.line, function.column,
-                                     f"function [{function.name}/{len(function.parameters)}] is already defined")
-            self.functions[key] = _FunctionInfo(function, [None, 0, []])
-        declared = {name for name, _ in self.functions}
-        self.builtins = {name: value for name, value in builtins.items() if name not in declared}
-        self.scope = _Scope(None, [1])
-        self.loops = 0
+    def __init__(self, checked: CheckedProgram) -> None:
+        self.checked = checked
+        # per function: [body, frame size, [(slot, type) per parameter]], the body filled
+        # once compiled (a call may be compiled before its function: functions may recurse)
+        self.code: dict[int, list] = {
+            function.position: [None, function.frame_size, [(slot.index, slot.type) for slot in function.parameters]]
+            for function in checked.functions}
         self.returns: TypeName = TypeName("def")
         self.top_level = False   # compiling the script's body, whose return ends the run
 
     # ------------------------------------------------------------ program
 
     def compile(self) -> CompiledScript:
-        for info in self.functions.values():
-            self.function(info)
-        self.scope = _Scope(None, [1])
-        params_slot = self.scope.declare("params", TypeName("Map"), 0, 0).index
+        checked = self.checked
+        for function in checked.functions:
+            self.returns = function.node.returns
+            self.code[function.position][0] = self.statements(function.node.body.statements, implicit_return=False)
         self.returns = TypeName("String")
         self.top_level = True
-        body = self.statements(self.program.body, implicit_return=True)
+        body = self.statements(checked.program.body, implicit_return=True)
         self.top_level = False
-        return CompiledScript(body, self.scope.counter[0], params_slot)
-
-    def function(self, info: _FunctionInfo) -> None:
-        node = info.node
-        self.scope = _Scope(None, [1])
-        slots = [self.scope.declare(name, ptype, node.line, node.column) for ptype, name in node.parameters]
-        self.returns = node.returns
-        self.loops = 0
-        body = self.statements(node.body.statements, implicit_return=False)
-        info.code[0] = body
-        info.code[1] = self.scope.counter[0]
-        info.code[2] = [(slot.index, slot.type) for slot in slots]
+        return CompiledScript(body, checked.frame_size, checked.params_slot)
 
     # ------------------------------------------------------------ statements
 
     def statements(self, statements: tuple[Statement, ...], *, implicit_return: bool) -> Exec:
-        outer = self.scope
-        self.scope = _Scope(outer, outer.counter)
         compiled: list[Exec] = []
         for position, statement in enumerate(statements):
             last = implicit_return and position == len(statements) - 1
@@ -235,7 +177,6 @@ class _Compiler:
                 compiled.append(self.stepped(statement.line, self.return_of(statement.expr, statement.line)))
             else:
                 compiled.append(self.statement(statement))
-        self.scope = outer
         code = tuple(compiled)
         if len(code) == 1:
             return code[0]
@@ -295,8 +236,6 @@ class _Compiler:
 
             return lambda frame: throw(value(frame))
         if isinstance(node, Jump):
-            if not self.loops:
-                raise _compile_error(node.line, node.column, f"{node.kind} outside of a loop")
             signal = BREAK if node.kind == "break" else CONTINUE
             return lambda frame: signal
         if isinstance(node, Block):   # pragma: no cover - the parser makes no bare blocks
@@ -316,8 +255,6 @@ class _Compiler:
             return return_lazy
         value = self.expr(node)
         rtype = self.returns
-        if rtype.name == "void":
-            raise _compile_error(node.line, node.column, "a void function cannot return a value")
         if rtype.name == "def" and not rtype.dims:
             return lambda frame: _Returned(value(frame))
 
@@ -328,10 +265,8 @@ class _Compiler:
     def declare(self, node: Declare) -> Exec:
         assigns: list[tuple[int, Eval | None]] = []
         type_ = node.type
-        for name, init, line, column in node.names:
-            value = self.expr(init) if init is not None else None
-            slot = self.scope.declare(name, type_, line, column)   # after init: "def x = x" is an error
-            assigns.append((slot.index, value))
+        for (_, init, _, _), slot in zip(node.names, self.checked.declared(node)):
+            assigns.append((slot.index, self.expr(init) if init is not None else None))
         default = default_value(type_)
         store = self.storer(type_)
         items = tuple(assigns)
@@ -370,34 +305,21 @@ class _Compiler:
             return None
         return run_if
 
-    def loop_body(self, block: Block) -> Exec:
-        self.loops += 1
-        body = self.block(block)
-        self.loops -= 1
-        return body
-
     def while_(self, node: While) -> Exec:
         condition = self.condition(node.condition, "a while condition")
-        return _loop(None, condition, None, self.loop_body(node.body), node.do_first)
+        return _loop(None, condition, None, self.block(node.body), node.do_first)
 
     def for_(self, node: For) -> Exec:
-        outer = self.scope
-        self.scope = _Scope(outer, outer.counter)
         init = self._statement(node.init) if node.init is not None else None
         condition = self.condition(node.condition, "a for condition") if node.condition is not None else None
         update = self.expr(node.update) if node.update is not None else None
-        body = self.loop_body(node.body)
-        self.scope = outer
-        return _loop(init, condition, update, body, False)
+        return _loop(init, condition, update, self.block(node.body), False)
 
     def for_each(self, node: ForEach) -> Exec:
         iterable = self.expr(node.iterable)
-        outer = self.scope
-        self.scope = _Scope(outer, outer.counter)
-        slot = self.scope.declare(node.name, node.type, node.line, node.column).index
+        slot = self.checked.slot(node).index
         store = self.storer(node.type)
-        body = self.loop_body(node.body)
-        self.scope = outer
+        body = self.block(node.body)
 
         def run_each(frame: Frame) -> Any:
             budget = frame[0]
@@ -453,10 +375,7 @@ class _Compiler:
         return lambda frame: value
 
     def e_Variable(self, node: Variable) -> Eval:
-        slot = self.scope.find(node.name)
-        if slot is None:
-            raise _compile_error(node.line, node.column, f"cannot resolve symbol [{node.name}]")
-        index = slot.index
+        index = self.checked.slot(node).index
         return lambda frame: frame[index]
 
     def e_ListInit(self, node: ListInit) -> Eval:
@@ -476,17 +395,12 @@ class _Compiler:
         return make_map
 
     def e_NewObject(self, node: NewObject) -> Eval:
-        if not library.has_constructor(node.type, len(node.args)):
-            raise _compile_error(node.line, node.column,
-                                 f"constructor [{node.type}/{len(node.args)}] is not available to scripts")
         args = tuple(self.expr(arg) for arg in node.args)
         type_ = node.type
         return lambda frame: library.construct(frame[0], type_, [arg(frame) for arg in args])
 
     def e_NewArray(self, node: NewArray) -> Eval:
         element, dims = node.type.name, node.type.dims
-        if element == "void":
-            raise _compile_error(node.line, node.column, "an array of void")
         if node.items is not None:
             items = tuple(self.expr(item) for item in node.items)
             inner = TypeName(element, dims - 1)
@@ -517,8 +431,6 @@ class _Compiler:
         return field
 
     def e_StaticField(self, node: StaticField) -> Eval:
-        if not library.has_static_field(node.type, node.name):
-            raise _compile_error(node.line, node.column, f"static field [{node.type}.{node.name}] is not available")
         value = library.static_field(node.type, node.name)
         return lambda frame: value
 
@@ -573,27 +485,21 @@ class _Compiler:
         return append
 
     def e_StaticCall(self, node: StaticCall) -> Eval:
-        if not library.has_static(node.type, node.name, len(node.args)):
-            raise _compile_error(node.line, node.column,
-                                 f"static method [{node.type}.{node.name}/{len(node.args)}] is not available")
         args = tuple(self.expr(arg) for arg in node.args)
         type_, name = node.type, node.name
         return lambda frame: library.call_static(frame[0], type_, name, [arg(frame) for arg in args])
 
     def e_LocalCall(self, node: LocalCall) -> Eval:
         args = tuple(self.expr(arg) for arg in node.args)
-        key = (node.name, len(args))
-        if key in self.functions:
-            return self._user_call(self.functions[key], args)
-        builtin = self.builtins.get(node.name)
-        if builtin is not None and builtin[0] == len(args):
-            fn = builtin[1]
-            return lambda frame: fn(frame[0], *[arg(frame) for arg in args])
-        raise _compile_error(node.line, node.column, f"unknown function [{node.name}/{len(args)}]")
+        callee = self.checked.callee(node)
+        if isinstance(callee, CheckedFunction):
+            return self._user_call(callee, args)
+        fn = callee.fn
+        return lambda frame: fn(frame[0], *[arg(frame) for arg in args])
 
-    def _user_call(self, info: _FunctionInfo, args: tuple[Eval, ...]) -> Eval:
-        code = info.code
-        returns = info.node.returns
+    def _user_call(self, function: CheckedFunction, args: tuple[Eval, ...]) -> Eval:
+        code = self.code[function.position]
+        returns = function.node.returns
 
         def call(frame: Frame) -> Any:
             budget = frame[0]
@@ -681,7 +587,7 @@ class _Compiler:
         def update(frame: Frame, old: Any) -> Any:
             return compound(frame[0], "+", old, delta)
         general = self.assigner(node.target, update, needs_old=True, narrow=True, post=not node.prefix)
-        slot = self.scope.find(node.target.name) if isinstance(node.target, Variable) else None
+        slot = self.checked.slot(node.target) if isinstance(node.target, Variable) else None
         if slot is None or slot.type.dims or slot.type.name not in ("int", "def"):
             return general
         index, post = slot.index, not node.prefix
@@ -700,9 +606,7 @@ class _Compiler:
         """Stores ``compute(frame, old)`` into ``target``; the expression's value is the new
         value (or the old one for ``x++``)."""
         if isinstance(target, Variable):
-            slot = self.scope.find(target.name)
-            if slot is None:
-                raise _compile_error(target.line, target.column, f"cannot resolve symbol [{target.name}]")
+            slot = self.checked.slot(target)
             index, type_ = slot.index, slot.type
             store = self.storer(type_) if not narrow else _narrower(type_)
 

@@ -15,7 +15,7 @@ from ..errors import ScriptError
 from . import library
 from .budget import Budget, BudgetExceeded
 from .operators import Fault, binary
-from .syntax import Binary, Expr, TypeName
+from .syntax import TypeName
 from .values import (
     JArray,
     JException,
@@ -33,7 +33,7 @@ from .values import (
 
 __all__ = [
     "INTERNAL", "INT_LIMIT", "SCRIPT_FAILURES", "Concat", "Thrown", "append_concat", "append_value", "builder_text",
-    "compound", "concat_operands", "default_value", "index_get", "index_set", "iteration", "no_return", "plus",
+    "compound", "default_value", "index_get", "index_set", "iteration", "no_return", "plus",
     "script_error", "steps_spent", "throw", "too_deep", "unary",
 ]
 
@@ -67,18 +67,6 @@ def script_error(error: Exception, line: int) -> ScriptError:
 
 SCRIPT_FAILURES = (Fault, Thrown, BudgetExceeded, RecursionError, TypeError, ValueError, ArithmeticError,
                     LookupError)
-
-
-def concat_operands(node: Binary) -> list[Expr]:
-    """The operands of a left-leaning ``a + b + c`` chain, left to right."""
-    operands: list[Expr] = []
-    left: Expr = node
-    while isinstance(left, Binary) and left.op == "+":
-        operands.append(left.right)
-        left = left.left
-    operands.append(left)
-    operands.reverse()
-    return operands
 
 
 class Concat:
