@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import library
+from .arguments import map_key
 from .checker import Builtins, CheckedFunction, CheckedProgram, check
 from .library import Budget
 from .operators import Fault, binary, equals, truthy
@@ -49,6 +50,7 @@ from .semantics import (
     too_deep,
     unary,
 )
+from .strings import append_text
 from .syntax import (
     Assign,
     Binary,
@@ -195,7 +197,7 @@ _HELPERS: dict[str, Any] = {
                      "BaseException": BaseException, "hasattr": hasattr},
     "binary": binary, "equals": equals, "truthy": truthy, "plus": plus, "compound": compound,
     "unary": unary, "index_get": index_get, "index_set": index_set, "Concat": Concat,
-    "append_concat": append_concat, "append_value": append_value, "append_text": library.append_text,
+    "append_concat": append_concat, "append_value": append_value, "append_text": append_text,
     "builder_text": builder_text, "steps_spent": steps_spent, "too_deep": too_deep,
     "no_return": no_return, "throw": throw, "iterable": iteration, "get_field": library.get_field,
     "field_null_safe": _field_null_safe, "set_field": _set_field, "set_field_post": _set_field_post,
@@ -203,7 +205,7 @@ _HELPERS: dict[str, Any] = {
     "lazy_result": _lazy_result, "string_result": _string_result, "coerce": library.coerce,
     "cast": library.cast, "is_instance": library.is_instance, "construct": library.construct,
     "new_array": library.new_array, "call_method": library.call_method, "call_static": library.call_static,
-    "map_key": library.map_key, "float32": JFloat.of, "JArray": JArray, "JStringBuilder": JStringBuilder,
+    "map_key": map_key, "float32": JFloat.of, "JArray": JArray, "JStringBuilder": JStringBuilder,
     "PLAIN": _PLAIN_NUMBERS, "EQUAL_FAST": _EQUAL_FAST,
 }
 

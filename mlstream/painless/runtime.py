@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import library
+from .arguments import map_key
 from .budget import Budget, Limits
 from .checker import Builtins, CheckedFunction, CheckedProgram, check
 from .operators import binary, equals, truthy
@@ -391,7 +392,7 @@ class _Compiler:
 
         def make_map(frame: Frame) -> dict:
             frame[0].charge(len(entries))
-            return {library.map_key(key(frame)): value(frame) for key, value in entries}
+            return {map_key(key(frame)): value(frame) for key, value in entries}
         return make_map
 
     def e_NewObject(self, node: NewObject) -> Eval:

@@ -13,8 +13,10 @@ from typing import Any
 
 from ..errors import ScriptError
 from . import library
+from .arguments import map_key
 from .budget import Budget, BudgetExceeded
 from .operators import Fault, binary
+from .strings import append_parts, append_printed, append_text
 from .syntax import TypeName
 from .values import (
     JArray,
@@ -124,8 +126,8 @@ def append_concat(budget: Budget, receiver: Any, pieces: tuple[Any, list | None,
     if type(receiver) is not JStringBuilder:
         return library.call_method(budget, receiver, "append", [value if parts is None else LazyText(parts).text()])
     if parts is not None:
-        return library.append_parts(budget, receiver, parts, known, lazy)
-    return library.append_text(budget, receiver, value if type(value) is str else budget.text_of(value))
+        return append_parts(budget, receiver, parts, known, lazy)
+    return append_text(budget, receiver, value if type(value) is str else budget.text_of(value))
 
 
 def append_value(budget: Budget, receiver: Any, value: Any) -> Any:
@@ -135,16 +137,16 @@ def append_value(budget: Budget, receiver: Any, value: Any) -> Any:
         return library.call_method(budget, receiver, "append", [value])
     kind = type(value)
     if kind is str:
-        return library.append_text(budget, receiver, value)
+        return append_text(budget, receiver, value)
     if kind is JFloat or kind is int or kind is float:
         # the numbers of a vector, one by one: printed without text_of's dispatch
         text = float_to_string(value) if kind is JFloat else str(value) if kind is int else double_to_string(value)
-        return library.append_printed(budget, receiver, text)
+        return append_printed(budget, receiver, text)
     printed = ListPrint.of(value)
     if printed is None:
-        return library.append_text(budget, receiver, budget.text_of(value))
+        return append_text(budget, receiver, budget.text_of(value))
     budget.lazy_print(printed)   # String.valueOf(list), as text_of
-    return library.append_parts(budget, receiver, [printed], 0, [printed])
+    return append_parts(budget, receiver, [printed], 0, [printed])
 
 
 def builder_text(budget: Budget, receiver: Any, null_safe: bool) -> Any:
@@ -249,7 +251,7 @@ def index_get(container: Any, index: Any) -> Any:
     if kind is list or kind is JArray:
         return container[list_position(container, index)]
     if kind is dict:
-        return container.get(library.map_key(index))
+        return container.get(map_key(index))
     if container is None:
         raise Fault("NullPointerException", "Cannot read an element of a null value")
     raise Fault("IllegalArgumentException", f"Cannot read an element of [{type_name(container)}] with []")
@@ -269,7 +271,7 @@ def index_set(budget: Budget, container: Any, index: Any, value: Any) -> Any:
         container[position] = value
         return value
     if kind is dict:
-        if library.map_key(index) not in container:
+        if map_key(index) not in container:
             budget.charge(1)
         container[index] = value
         return value
