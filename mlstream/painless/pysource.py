@@ -29,28 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 from . import library
-from .arguments import map_key
+from .budget import Budget
 from .checker import Builtins, CheckedFunction, CheckedProgram, check
-from .library import Budget
-from .operators import Fault, binary, equals, truthy
-from .semantics import (
-    Concat,
-    append_concat,
-    append_value,
-    builder_text,
-    compound,
-    default_value,
-    index_get,
-    index_set,
-    iteration,
-    no_return,
-    plus,
-    steps_spent,
-    throw,
-    too_deep,
-    unary,
-)
-from .strings import append_text
+from .operators import Fault
+from .semantics import INT_LIMIT, default_value
 from .syntax import (
     Assign,
     Binary,
@@ -88,19 +70,16 @@ from .syntax import (
     While,
     concat_operands,
 )
-from .values import JArray, JFloat, JStringBuilder, LazyText
+from .translated import NAMESPACE, PLAIN_NUMBERS
 
-__all__ = ["repeats", "translate"]
+__all__ = ["repeats", "translate", "translate_checked"]
 
-_INT = 2**31
 _MAX_NESTING = 40   # deeper expressions or blocks stay with the closures (CPython's parser limits)
 _COMPARISONS = frozenset({"<", "<=", ">", ">="})
-_PLAIN_NUMBERS = frozenset({int, float})
-_EQUAL_FAST = frozenset({int, float, str})
 _PRIMITIVES: dict[str, type] = {"int": int, "double": float, "boolean": bool}
 # name -> (the value, when the test holds): what the whitelist's Number methods give then
 _NUMBER_CONVERSIONS = {
-    "intValue": ("{0}", f"type({{0}}) is int and {-_INT} <= {{0}} < {_INT}"),
+    "intValue": ("{0}", f"type({{0}}) is int and {-INT_LIMIT} <= {{0}} < {INT_LIMIT}"),
     "doubleValue": ("{0}", "type({0}) is float"),
     "floatValue": ("float32({0})", "type({0}) is float"),
 }
@@ -109,7 +88,7 @@ _NUMBER_CONVERSIONS = {
 def translate(program: Program, builtins: Builtins) -> Callable[[Budget, dict[str, Any]], Any] | None:
     """``program`` checked (``checker.check``: a ``ScriptError`` names the place) and
     translated: see ``translate_checked``."""
-    if _nesting(program) > _MAX_NESTING:   # before checking it: the checker recurses as deep
+    if _nesting(program) > _MAX_NESTING:   # too deep to translate: not worth checking
         return None
     return translate_checked(check(program, builtins))
 
@@ -143,71 +122,6 @@ def repeats(program: Program) -> bool:
             return True
         stack.extend(_children(node))
     return False
-
-
-# ---------------------------------------------------------------- runtime helpers
-# What the translated code calls for the uncommon cases; each does what the closure of
-# the same construct does.
-
-def _field_null_safe(value: Any, name: str) -> Any:
-    return None if value is None else library.get_field(value, name)
-
-
-def _set_field(budget: Budget, receiver: Any, name: str, value: Any) -> Any:
-    library.set_field(budget, receiver, name, value)
-    return value
-
-
-def _set_field_post(budget: Budget, receiver: Any, name: str, old: Any, value: Any) -> Any:
-    library.set_field(budget, receiver, name, value)
-    return old
-
-
-def _set_index_post(budget: Budget, receiver: Any, index: Any, old: Any, value: Any) -> Any:
-    index_set(budget, receiver, index, value)
-    return old
-
-
-def _steps_to(budget: Budget, steps: int) -> Budget:
-    budget.steps = steps
-    return budget
-
-
-def _first(old: Any, _new: Any) -> Any:
-    return old
-
-
-def _charge(budget: Budget, size: int) -> None:
-    budget.charge(size)
-
-
-def _lazy_result(pieces: tuple[Any, list | None, int, list]) -> Any:
-    value, parts, _, _ = pieces
-    return value if parts is None else LazyText(parts)
-
-
-def _string_result(value: Any) -> Any:
-    if type(value) is LazyText:
-        return value
-    return library.coerce(value, "String", 0, "as the return value")
-
-
-_HELPERS: dict[str, Any] = {
-    "__builtins__": {"type": type, "len": len, "list": list, "dict": dict, "int": int, "float": float, "str": str,
-                     "BaseException": BaseException, "hasattr": hasattr},
-    "binary": binary, "equals": equals, "truthy": truthy, "plus": plus, "compound": compound,
-    "unary": unary, "index_get": index_get, "index_set": index_set, "Concat": Concat,
-    "append_concat": append_concat, "append_value": append_value, "append_text": append_text,
-    "builder_text": builder_text, "steps_spent": steps_spent, "too_deep": too_deep,
-    "no_return": no_return, "throw": throw, "iterable": iteration, "get_field": library.get_field,
-    "field_null_safe": _field_null_safe, "set_field": _set_field, "set_field_post": _set_field_post,
-    "set_index_post": _set_index_post, "first": _first, "steps_to": _steps_to, "charge": _charge,
-    "lazy_result": _lazy_result, "string_result": _string_result, "coerce": library.coerce,
-    "cast": library.cast, "is_instance": library.is_instance, "construct": library.construct,
-    "new_array": library.new_array, "call_method": library.call_method, "call_static": library.call_static,
-    "map_key": map_key, "float32": JFloat.of, "JArray": JArray, "JStringBuilder": JStringBuilder,
-    "PLAIN": _PLAIN_NUMBERS, "EQUAL_FAST": _EQUAL_FAST,
-}
 
 
 def _nesting(program: Program) -> int:
@@ -270,7 +184,7 @@ class _Function:
 class _Translator:
     def __init__(self, checked: CheckedProgram) -> None:
         self.checked = checked
-        self.namespace: dict[str, Any] = dict(_HELPERS)
+        self.namespace: dict[str, Any] = dict(NAMESPACE)
         self.constants = 0
         self.out = _Function(TypeName("def"), False)
 
@@ -291,7 +205,7 @@ class _Translator:
         kind = type(value)
         if value is None or kind is bool:
             return repr(value)
-        if kind is str or (kind is int and -_INT <= value < _INT):
+        if kind is str or (kind is int and -INT_LIMIT <= value < INT_LIMIT):
             return f"({value!r})" if kind is int and value < 0 else repr(value)
         return self.constant(value)
 
@@ -304,7 +218,7 @@ class _Translator:
         through ``coerce``/``cast``, an ``int`` is always within 32 bits)."""
         if isinstance(node, Literal):
             kind = type(node.value)
-            return kind if kind in (str, float, bool) or (kind is int and -_INT <= node.value < _INT) else None
+            return kind if kind in (str, float, bool) or (kind is int and -INT_LIMIT <= node.value < INT_LIMIT) else None
         if isinstance(node, Variable):
             slot = self.checked.slot(node)
             if not slot.type.dims:
@@ -541,8 +455,8 @@ class _Translator:
         if slot.type.dims or slot.type.name not in ("int", "def"):
             return general
         # i++ on an int, the loop counter: what the general path makes of it, in one step
-        return (f"({local} + {delta} if type({local}) is int and {-_INT} <= {local} + {delta} < {_INT} "
-                f"and {-_INT} <= {local} else {general})")
+        return (f"({local} + {delta} if type({local}) is int and {-INT_LIMIT} <= {local} + {delta} < {INT_LIMIT} "
+                f"and {-INT_LIMIT} <= {local} else {general})")
 
     def expr(self, node: Expr) -> str:
         return getattr(self, "e_" + type(node).__name__)(node)
@@ -712,7 +626,7 @@ class _Translator:
                 f"({n[0]} {op} {n[1]} if type({n[0]}) is type({n[1]}) and type({n[0]}) in EQUAL_FAST "
                 f"else {negate}equals({n[0]}, {n[1]}))"))
         if op in _COMPARISONS:
-            if any(kind is not None and kind not in _PLAIN_NUMBERS for kind in kinds):
+            if any(kind is not None and kind not in PLAIN_NUMBERS for kind in kinds):
                 return f"binary({op!r}, {self.expr(node.left)}, {self.expr(node.right)})"
 
             def compare(n: list[str]) -> str:
@@ -731,9 +645,9 @@ class _Translator:
         branches = []
         if all(kind in (int, None) for kind in kinds):
             r = self.out.temp()
-            checks = [f"type({name}) is int and {-_INT} <= {name} < {_INT}"
+            checks = [f"type({name}) is int and {-INT_LIMIT} <= {name} < {INT_LIMIT}"
                       for name, kind in zip(names, kinds) if kind is None]
-            checks.append(f"{-_INT} <= ({r} := {names[0]} {op} {names[1]}) < {_INT}")
+            checks.append(f"{-INT_LIMIT} <= ({r} := {names[0]} {op} {names[1]}) < {INT_LIMIT}")
             branches.append((r, " and ".join(checks)))
         if all(kind in (float, None) for kind in kinds):
             checks = [f"type({name}) is float" for name, kind in zip(names, kinds) if kind is None]
