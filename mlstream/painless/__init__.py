@@ -1,11 +1,17 @@
 """A sandboxed subset of Painless: enough to run the pre- and post-process scripts that
 ml-commons' published connector blueprints and tutorials carry.
 
-Pure and I/O-free: lexer (``lexer``), parser to frozen AST values (``parser``, ``syntax``),
-a checker and compiler to closures that runs within a step and allocation budget
-(``runtime``), a translation of a checked program with loops to Python source that runs
-as the closures do, only faster (``pysource``), Java values and their printing
-(``values``, ``operators``) and the whitelist (``library``).
+Pure and I/O-free. A script's way through the modules:
+
+    source -> lexer -> parser (syntax: frozen nodes) -> checker (CheckedProgram: names resolved)
+                                                          |-> runtime: closures, the reference
+                                                          '-> pysource: Python source, faster
+                                                              (scripts with loops or functions)
+
+Both backends call ``semantics`` for the operations they share (the translated code through
+``translated``'s namespace), the whitelist (``library``, its methods in ``strings``,
+``containers`` and ``numeric``, their argument checks in ``arguments``), ``budget`` for
+what a run may spend, and ``values`` and ``operators`` for Java's values and operators.
 A script reaches nothing but the values it is given: there are no imports, no classes
 beyond the whitelist and no reflection.
 
@@ -20,7 +26,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..errors import ScriptError
-from .budget import Budget, Limits
+from .budget import MAX_SOURCE_CHARS, Budget, Limits
 from .checker import check
 from .operators import Fault
 from .parser import parse
@@ -31,7 +37,6 @@ from .values import from_units
 __all__ = ["DEFAULT_LIMITS", "Limits", "Script", "ScriptError", "compile_script"]
 
 DEFAULT_LIMITS = Limits()
-MAX_SOURCE_CHARS = 100_000
 _CACHE_SIZE = 256
 
 

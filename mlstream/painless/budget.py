@@ -1,4 +1,5 @@
-"""What one run of a script may spend (``Limits``) and has spent (``Budget``).
+"""What one run of a script may spend (``Limits``) and has spent (``Budget``), and how
+long a script may be.
 
 Pure. Every statement, loop iteration and call of a script costs a step; strings and
 collections are charged to the allocation budget as they are made; a limit passed ends
@@ -12,7 +13,8 @@ from typing import Any
 
 from .values import JFloat, JLong, ListPrint, hash_map_order, java_string, table_size
 
-__all__ = ["INSERTION_ORDER", "Budget", "BudgetExceeded", "Limits"]
+__all__ = ["INSERTION_ORDER", "MAX_ALLOCATED", "MAX_CALL_DEPTH", "MAX_SOURCE_CHARS", "MAX_STEPS", "MAX_STRING_CHARS",
+           "Budget", "BudgetExceeded", "Limits"]
 
 # The defaults of ``Limits``: each ends a runaway script before it holds a worker long
 # or takes much memory.
@@ -20,6 +22,8 @@ MAX_STEPS = 5_000_000          # statements run, loop iterations and calls
 MAX_STRING_CHARS = 32_000_000  # the longest string or StringBuilder
 MAX_ALLOCATED = 256_000_000    # characters of strings made plus collection elements added
 MAX_CALL_DEPTH = 32            # nested calls of the script's own functions
+
+MAX_SOURCE_CHARS = 100_000     # a script's source: a longer one is refused before it is parsed
 
 
 @dataclass(frozen=True, slots=True)
