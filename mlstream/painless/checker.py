@@ -125,7 +125,7 @@ def check(program: Program, builtins: Builtins) -> CheckedProgram:
     return _Checker(program, builtins).check()
 
 
-def compile_error(line: int, column: int, message: str) -> ScriptError:
+def _compile_error(line: int, column: int, message: str) -> ScriptError:
     return ScriptError(f"Painless compile error at line {line}, column {column}: {message}")
 
 
@@ -145,7 +145,7 @@ class _Scope:
 
     def declare(self, name: str, type_: TypeName, line: int, column: int) -> Slot:
         if self.find(name) is not None:
-            raise compile_error(line, column, f"variable [{name}] is already defined")
+            raise _compile_error(line, column, f"variable [{name}] is already defined")
         slot = Slot(self.counter[0], type_)
         self.counter[0] += 1
         self.names[name] = slot
@@ -159,8 +159,8 @@ class _Checker:
         for function in program.functions:
             key = (function.name, len(function.parameters))
             if key in self.functions:
-                raise compile_error(function.line, function.column,
-                                    f"function [{function.name}/{len(function.parameters)}] is already defined")
+                raise _compile_error(function.line, function.column,
+                                     f"function [{function.name}/{len(function.parameters)}] is already defined")
             self.functions[key] = function
         declared = {name for name, _ in self.functions}
         self.builtins = {name: value for name, value in builtins.items() if name not in declared}
@@ -257,7 +257,7 @@ class _Checker:
             self.expr(node.value)
         elif isinstance(node, Jump):
             if not self.loops:
-                raise compile_error(node.line, node.column, f"{node.kind} outside of a loop")
+                raise _compile_error(node.line, node.column, f"{node.kind} outside of a loop")
         elif isinstance(node, Block):   # pragma: no cover - the parser makes no bare blocks
             self.block(node)
         else:  # pragma: no cover - the parser makes no other statements
@@ -266,7 +266,7 @@ class _Checker:
     def returned(self, node: Expr) -> None:
         self.expr(node)
         if self.returns.name == "void":
-            raise compile_error(node.line, node.column, "a void function cannot return a value")
+            raise _compile_error(node.line, node.column, "a void function cannot return a value")
 
     # ------------------------------------------------------------ expressions
 
@@ -313,22 +313,22 @@ class _Checker:
             self.local_call(node)
         elif isinstance(node, StaticCall):
             if not library.has_static(node.type, node.name, len(node.args)):
-                raise compile_error(node.line, node.column,
-                                    f"static method [{node.type}.{node.name}/{len(node.args)}] is not available")
+                raise _compile_error(node.line, node.column,
+                                     f"static method [{node.type}.{node.name}/{len(node.args)}] is not available")
             for arg in node.args:
                 expr(arg)
         elif isinstance(node, StaticField):
             if not library.has_static_field(node.type, node.name):
-                raise compile_error(node.line, node.column, f"static field [{node.type}.{node.name}] is not available")
+                raise _compile_error(node.line, node.column, f"static field [{node.type}.{node.name}] is not available")
         elif isinstance(node, NewObject):
             if not library.has_constructor(node.type, len(node.args)):
-                raise compile_error(node.line, node.column,
-                                    f"constructor [{node.type}/{len(node.args)}] is not available to scripts")
+                raise _compile_error(node.line, node.column,
+                                     f"constructor [{node.type}/{len(node.args)}] is not available to scripts")
             for arg in node.args:
                 expr(arg)
         elif isinstance(node, NewArray):
             if node.type.name == "void":
-                raise compile_error(node.line, node.column, "an array of void")
+                raise _compile_error(node.line, node.column, "an array of void")
             for item in node.items if node.items is not None else node.sizes:
                 expr(item)
         elif isinstance(node, ListInit):
@@ -351,7 +351,7 @@ class _Checker:
     def resolve(self, node: Variable) -> Slot:
         slot = self.scope.find(node.name)
         if slot is None:
-            raise compile_error(node.line, node.column, f"cannot resolve symbol [{node.name}]")
+            raise _compile_error(node.line, node.column, f"cannot resolve symbol [{node.name}]")
         return slot
 
     def local_call(self, node: LocalCall) -> None:
@@ -365,4 +365,4 @@ class _Checker:
         if builtin is not None and builtin[0] == len(node.args):
             self.calls[id(node)] = Builtin(node.name, builtin[1])
             return
-        raise compile_error(node.line, node.column, f"unknown function [{node.name}/{len(node.args)}]")
+        raise _compile_error(node.line, node.column, f"unknown function [{node.name}/{len(node.args)}]")

@@ -75,10 +75,7 @@ from .syntax import (
     While,
     concat_operands,
 )
-from .values import (
-    JArray,
-    LazyText,
-)
+from .values import JArray, LazyText
 
 __all__ = ["CompiledScript", "compile_checked", "compile_program"]
 
