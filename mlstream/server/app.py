@@ -127,20 +127,20 @@ class App:
         # Several processes (workers, or instances on one database) share their buckets in
         # the store; a lone process keeps them in memory, at no cost per request.
         shared = workers is not None or is_postgres(settings.store)
-        self.predictor = Predictor(self.cluster, self.upstream, self.pool,
-                                   self.metrics, settings, RateLimiter(self.store if shared else None))
+        # Usage, budgets and controllers: the predictor admits each provider call
+        # (accountant.admit), the transport records it as its request ends (accountant.record).
+        self.usage_tables = self.store.usage()
+        self.recorder = UsageRecorder(self.usage_tables, self.metrics)
+        self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
+        self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
+        self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
+                                   RateLimiter(self.store if shared else None), self.accountant)
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
                                    self.readiness_problems, self.node_identity, self.render_metrics)
         add_openai_routes(self.router, self.registry, self.predictor)
-        # Usage, budgets and controllers. The request path calls accountant.admit before a
-        # provider call and accountant.record after it (budgets' module docstring).
-        self.usage_tables = self.store.usage()
-        self.recorder = UsageRecorder(self.usage_tables, self.metrics)
-        self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
-        self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
         add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
                          self.controllers)
         # Set when shutdown begins: keep-alive connections are closed after their
@@ -201,7 +201,7 @@ class MLStreamServer(ThreadingHTTPServer):
         self.host = self
         self.settings, self.router, self.authenticator = app.settings, app.router, app.authenticator
         self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
-        self.store = app.store
+        self.store, self.accountant = app.store, app.accountant
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         # Workers each listen on the port their supervisor holds; the kernel spreads connections.

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from ..auth import ApiKey
-from ..errors import BadRequest, MethodNotAllowed, NotFound
+from ..errors import BadRequest, MethodNotAllowed, MLStreamError, NotFound
 from ..logs import AccessRecord
-from ..errors import MLStreamError
-from ..predict import PendingStream
+from ..predict import CallMeter, PendingStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +45,8 @@ class Request:
     model_resolved: bool = False
     # The caller's API key once authenticated; None on a public route or while no key exists.
     key: ApiKey | None = None
+    # This request's provider call, for its usage record: fronts hand it to ``Predictor.prepare``.
+    meter: CallMeter = field(default_factory=CallMeter)
 
     def mark_model_resolved(self) -> None:
         self.model_resolved = True
