@@ -277,7 +277,8 @@ class SQLiteStore(Store):
     def usage(self) -> UsageTables:
         with self._usage_lock:
             if self._usage is None:
-                self._usage = SQLiteUsage(self.path.parent, BUSY_TIMEOUT)
+                with _setup_lock(self.path.parent):  # its file switches to WAL once, as the store's
+                    self._usage = SQLiteUsage(self.path.parent, BUSY_TIMEOUT)
             return self._usage
 
     def close(self) -> None:

@@ -309,6 +309,7 @@ def prepare_state(settings: ServerSettings) -> None:
     try:
         open_codec(store, settings.data_dir)
         cluster_uuid(store)
+        store.usage()  # the usage tables too (SQLite: a file of their own)
     finally:
         store.close()
 

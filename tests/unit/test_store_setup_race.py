@@ -16,16 +16,27 @@ from pathlib import Path
 from mlstream.errors import StoreError
 from mlstream.store import SQLiteStore
 
+from ..support.timeouts import SUBPROCESS_HANG_GUARD
+
 ROUNDS = 60
 PROCESSES = 3
-HANG_GUARD = 30.0
 
 
 def _open_at_once(data_dir: str, barrier: multiprocessing.synchronize.Barrier,
                   results: multiprocessing.Queue) -> None:
-    barrier.wait(HANG_GUARD)
+    """Open the store and then its usage tables, the processes released together: before
+    the store on even rounds, between the store and the usage tables (their own file) on
+    odd ones."""
+    store = None
     try:
-        SQLiteStore(Path(data_dir)).close()
+        if int(Path(data_dir).name.rsplit("-", 1)[1]) % 2:
+            store = SQLiteStore(Path(data_dir))
+            barrier.wait(SUBPROCESS_HANG_GUARD)
+        else:
+            barrier.wait(SUBPROCESS_HANG_GUARD)
+            store = SQLiteStore(Path(data_dir))
+        store.usage()
+        store.close()
     except StoreError as exc:
         results.put(str(exc))
     else:
@@ -42,9 +53,9 @@ def test_processes_opening_a_fresh_data_directory_together_never_find_it_locked(
                      for _ in range(PROCESSES)]
         for process in processes:
             process.start()
-        outcomes = [results.get(timeout=HANG_GUARD) for _ in processes]
+        outcomes = [results.get(timeout=SUBPROCESS_HANG_GUARD) for _ in processes]
         for process in processes:
-            process.join(HANG_GUARD)
+            process.join(SUBPROCESS_HANG_GUARD)
             assert process.exitcode == 0
         failures += [outcome for outcome in outcomes if outcome is not None]
         # Whoever won, the file ended up in WAL mode with every table there.
@@ -52,4 +63,6 @@ def test_processes_opening_a_fresh_data_directory_together_never_find_it_locked(
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             assert db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'model'"
                               ).fetchone()[0] == 1
+        with sqlite3.connect(data_dir / "usage.db") as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert failures == []

@@ -20,7 +20,7 @@ from mlstream.server import workers
 from mlstream.settings import ServerSettings
 from mlstream.store import SQLiteStore
 
-HANG_GUARD = 30.0
+from ..support.timeouts import SUBPROCESS_HANG_GUARD as HANG_GUARD
 
 # A stand-in worker: the slots named in FAIL_SLOTS exit with status 3 at start until
 # their marker file exists (made by the first failure: FAIL_ONCE), or always.
