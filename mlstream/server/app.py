@@ -41,6 +41,7 @@ from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
 from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.routes import build_router
+from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.openai.routes import add_openai_routes
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
@@ -130,6 +131,7 @@ class App:
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
                                    self.readiness_problems, self.node_identity, self.render_metrics)
         add_openai_routes(self.router, self.registry, self.predictor)
+        add_anthropic_routes(self.router, self.registry, self.predictor)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()

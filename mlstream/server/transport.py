@@ -185,7 +185,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             route_label, self._front = route.template, route.front
             self._access.model_id = params.get("model_id")
             if route.role != "public":
-                host.authenticator.authenticate(self.headers.get("Authorization"), route.role)
+                host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
+                                                api_key=self.headers.get("x-api-key"))
             check_content_type(self.headers.get("Content-Type"), self._declares_body())
             request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
                               self._request_id, self._access, self.connection)
