@@ -81,6 +81,9 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     # UNLOGGED (no WAL per predict; a crash of the database only refills the buckets).
     (2, (("CREATE UNLOGGED TABLE mlstream_rate_bucket (key TEXT PRIMARY KEY,"
           " tokens DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, taken BOOLEAN NOT NULL)"),)),
+    # Stored responses of the Responses front: no trigger (nothing cached to reload).
+    (3, ("CREATE TABLE mlstream_response (id TEXT PRIMARY KEY, doc TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)",
+         "CREATE INDEX mlstream_response_expires ON mlstream_response (expires)")),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the
@@ -187,6 +190,22 @@ class PostgresStore(Store):
         rows = self._query(_TAKE_TOKEN, {"key": key, "capacity": capacity, "rate": per_second})
         taken, tokens = rows[0]
         return 0.0 if taken else (1.0 - tokens) / per_second
+
+    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        self._query("DELETE FROM mlstream_response WHERE expires <= EXTRACT(EPOCH FROM clock_timestamp())",
+                    fetch=False)
+        self._query("INSERT INTO mlstream_response (id, doc, expires) VALUES (%s, %s, %s) ON CONFLICT (id)"
+                    " DO UPDATE SET doc = excluded.doc, expires = excluded.expires",
+                    (response_id, json.dumps(doc), expires_at), fetch=False)
+
+    def get_response(self, response_id: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT doc FROM mlstream_response WHERE id = %s"
+                           " AND expires > EXTRACT(EPOCH FROM clock_timestamp())", (response_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def delete_response(self, response_id: str) -> bool:
+        return bool(self._query("DELETE FROM mlstream_response WHERE id = %s"
+                                " AND expires > EXTRACT(EPOCH FROM clock_timestamp()) RETURNING id", (response_id,)))
 
     def change_counter(self) -> int:
         """Bumped by the listener on each NOTIFY; while it is cut off nothing can be
