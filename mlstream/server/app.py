@@ -43,6 +43,7 @@ from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.routes import build_router
 from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.openai.routes import add_openai_routes
+from ..fronts.responses.routes import add_responses_routes
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
 from .transport import HTTPRequestHandler
@@ -132,6 +133,7 @@ class App:
                                    self.readiness_problems, self.node_identity, self.render_metrics)
         add_openai_routes(self.router, self.registry, self.predictor)
         add_anthropic_routes(self.router, self.registry, self.predictor)
+        add_responses_routes(self.router, self.registry, self.predictor, self.store, settings.responses_ttl_days)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
