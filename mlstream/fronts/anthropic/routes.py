@@ -46,7 +46,11 @@ def add_anthropic_routes(router: Router, registry: Registry, predictor: Predicto
         model = models.find_for(req, reference)
         if dialect_for(model.connector.parameters, model.connector) is ANTHROPIC_MESSAGES:
             fields = wire.relay_fields(body)
-            prepared = predictor.prepare(model, Ask(fields, reshape=lambda rendered: overlay(rendered, fields)),
+            # The template renders with the client's fields as parameters and the last user
+            # text as ${parameters.inputs} (as ml-commons' Anthropic blueprints want), then
+            # the client's fields are set on what it rendered.
+            parameters = {**fields, "inputs": wire.last_user_text(body)}
+            prepared = predictor.prepare(model, Ask(parameters, reshape=lambda rendered: overlay(rendered, fields)),
                                          stream=stream, dialect=ANTHROPIC_MESSAGES, request_id=req.request_id)
             if not stream:
                 return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)

@@ -79,6 +79,19 @@ def relay_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in body.items() if name not in ("model", "stream")}
 
 
+def last_user_text(body: Mapping[str, Any]) -> str:
+    """The last user message's text (what a connector template's ``${parameters.inputs}`` holds)."""
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "\n".join(block["text"] for block in content
+                                 if isinstance(block, dict) and isinstance(block.get("text"), str))
+    return ""
+
+
 def chat_request(body: Mapping[str, Any]) -> dict[str, Any]:
     """A Messages request as a chat.completions request (no ``model``, no ``stream``)."""
     check_request(body)
