@@ -8,7 +8,8 @@
     estimate_tokens         ``count_tokens``' estimate: no provider is asked
 
     Messages                                chat.completions
-    system (a string or text blocks)        a system message
+    system (a string or text blocks), and   a system message
+      a message of role system
     user text / image (base64, url)         user text / image_url parts (a data URL)
     user tool_result (tool_use_id,          a tool message (tool_call_id, its text), before
       content text, is_error)               the user's other parts
@@ -37,7 +38,7 @@ from ..chat import ChatAnswer
 # Fields a Messages request may carry that have no chat counterpart on every provider
 # and change nothing in the answer's meaning: accepted and dropped.
 IGNORED_FIELDS = frozenset({"top_k", "thinking", "service_tier", "context_management", "container",
-                            "anthropic_version", "betas"})
+                            "anthropic_version", "betas", "output_config"})
 _TAKEN = frozenset({"model", "stream", "messages", "system", "max_tokens", "temperature", "top_p", "stop_sequences",
                     "tools", "tool_choice", "metadata"})
 # OpenAI's finish_reason -> Anthropic's stop_reason.
@@ -162,7 +163,9 @@ def _chat_messages(message: Mapping[str, Any], where: str) -> list[dict[str, Any
         return _user_messages(blocks, where)
     if role == "assistant":
         return _assistant_message(blocks, where)
-    raise InvalidField(f"{where}.role: Input should be 'user' or 'assistant'", param=f"{where}.role")
+    if role == "system":  # a system message within the conversation (Claude Code sends them)
+        return [{"role": "system", "content": _system_text(blocks)}]
+    raise InvalidField(f"{where}.role: Input should be 'user', 'assistant' or 'system'", param=f"{where}.role")
 
 
 def _user_messages(blocks: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
