@@ -19,6 +19,7 @@ from typing import Any
 
 from ...errors import MLStreamError
 from ...server.responses import json_bytes
+from ...speedups import escape_json_string
 from ...sse import EVENT_END
 from ..chat import stream_usage
 from ..openai.wire import finish_reason as openai_finish_reason
@@ -46,6 +47,7 @@ class MessagesEvents:
         self._block: str | None = None  # the open block's type
         self._index = -1                # the open (or last) block's index
         self._tool_calls = 0
+        self._text_head = b""  # a text delta event up to its text, for the open block
 
     def relayed(self, data: str) -> bytes:
         found = _LEADING_TYPE.match(data)
@@ -54,9 +56,9 @@ class MessagesEvents:
             + EVENT_END
 
     def content(self, content: Any) -> bytes:
-        if isinstance(content, str):
-            return self._open("text", {"type": "text", "text": ""}) + self._delta({"type": "text_delta",
-                                                                                   "text": content})
+        if isinstance(content, str):  # the hot path: one text delta, its JSON head prepared
+            opening = b"" if self._block == "text" else self._open("text", {"type": "text", "text": ""})
+            return opening + self._text_head + _json_string(content) + b"}}" + EVENT_END
         call = tool_call(content)
         if call is None:  # a provider's block with no Anthropic counterpart: its JSON as text
             return self.content(json.dumps(content))
@@ -101,6 +103,8 @@ class MessagesEvents:
         events = self._start() + self._close()
         self._index += 1
         self._block = kind
+        self._text_head = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+                           b'"delta":{"type":"text_delta","text":' % self._index)
         return events + event("content_block_start", {"type": "content_block_start", "index": self._index,
                                                       "content_block": block})
 
@@ -112,6 +116,10 @@ class MessagesEvents:
 
     def _delta(self, delta: dict[str, Any]) -> bytes:
         return event("content_block_delta", {"type": "content_block_delta", "index": self._index, "delta": delta})
+
+
+def _json_string(text: str) -> bytes:
+    return escape_json_string(text).encode("utf-8", "backslashreplace")
 
 
 def _type_of(data: str) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 from ...errors import MLStreamError
 from ...server.responses import json_bytes
+from ...speedups import escape_json_string
 from ...sse import EVENT_END
 from ..chat import stream_usage
 from ..openai.wire import finish_reason as openai_finish_reason
@@ -55,6 +56,7 @@ class ResponseEvents:
         self._open: dict[str, Any] | None = None  # the item being streamed (message or reasoning)
         self._text: list[str] = []                # its text so far
         self._tool_calls = 0
+        self._text_head = b""  # an output_text.delta event up to its text, for the open message
 
     # --- StreamEvents ---------------------------------------------------------------
 
@@ -62,8 +64,12 @@ class ResponseEvents:
         raise TypeError("the Responses front reads every stream as chat")
 
     def content(self, content: Any) -> bytes:
-        if isinstance(content, str):
-            return self._open_item("message") + self._text_delta("response.output_text.delta", content)
+        if isinstance(content, str):  # the hot path: one text delta, its JSON head prepared
+            opening = b"" if self._open is not None and self._open["type"] == "message" else self._open_item("message")
+            self._text.append(content)
+            sequence, self._sequence = self._sequence, self._sequence + 1
+            return (opening + self._text_head + escape_json_string(content).encode("utf-8", "backslashreplace")
+                    + b',"logprobs":[],"sequence_number":%d}' % sequence + EVENT_END)
         call = tool_call(content)
         if call is None:
             return self.content(str(content))
@@ -133,6 +139,9 @@ class ResponseEvents:
         index = len(self._output)
         if kind == "message":
             item = wire.message_item(new_item_id("msg"), "", "in_progress")
+            self._text_head = (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+                               b'"item_id":"%b","output_index":%d,"content_index":0,"delta":'
+                               % (item["id"].encode("ascii"), index))
             events += self._event("response.output_item.added", output_index=index, item=item)
             events += self._event("response.content_part.added", item_id=item["id"], output_index=index,
                                   content_index=0, part=wire.output_text(""))
