@@ -128,9 +128,13 @@ class ResponseEvents:
         if self._started:
             return b""
         self._started = True
-        response = self._response("in_progress", None)
-        return (self._event("response.created", response=response)
-                + self._event("response.in_progress", response=response))
+        response = json_bytes(self._response("in_progress", None))  # once, for both events
+        return self._raw_event("response.created", response) + self._raw_event("response.in_progress", response)
+
+    def _raw_event(self, kind: str, response: bytes) -> bytes:
+        sequence, self._sequence = self._sequence, self._sequence + 1
+        return (b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}' % (
+            kind.encode("ascii"), kind.encode("ascii"), sequence, response) + EVENT_END)
 
     def _open_item(self, kind: str) -> bytes:
         if self._open is not None and self._open["type"] == kind:
