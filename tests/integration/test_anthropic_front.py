@@ -135,15 +135,16 @@ def test_create_and_stream_over_bedrock_with_tool_use(server, client, bedrock):
     assert events[0] == "message_start" and events[-1] == "message_stop" and "input_json" in events
 
 
-def test_async_stream_over_bedrock(server, client, bedrock):
+def test_async_create_and_stream_over_bedrock(server, client, bedrock):
     bedrock_model(client, bedrock)
 
-    async def run() -> str:
+    async def run() -> tuple[str, str]:
         async with async_sdk(server) as sdk_:
+            message = await sdk_.messages.create(model="claude", max_tokens=64, messages=USER)
             async with sdk_.messages.stream(model="claude", max_tokens=64, messages=USER) as stream:
-                return (await stream.get_final_message()).content[0].text
+                return message.content[0].text, (await stream.get_final_message()).content[0].text
 
-    assert asyncio.run(run()) == BEDROCK_TEXT
+    assert asyncio.run(run()) == (BEDROCK_TEXT, BEDROCK_TEXT)
 
 
 # --------------------------------------------------------------------------- relayed
