@@ -98,6 +98,11 @@ def _event_text(dialect: str, data: bytes) -> Any:
         choice = choices[0] if isinstance(choices[0], dict) else {}
         delta = choice.get("delta")
         return delta.get("content") if isinstance(delta, dict) else choice.get("text")
+    if dialect == "messages":  # bench/fronts.py: Anthropic's content_block_delta
+        delta = event.get("delta")
+        return delta.get("text") if isinstance(delta, dict) else None
+    if dialect == "responses":  # bench/fronts.py: response.output_text.delta
+        return event.get("delta") if event.get("type") == "response.output_text.delta" else None
     if dialect == MLSTREAM.name:
         try:
             data_map = event["inference_results"][0]["output"][0]["dataAsMap"]

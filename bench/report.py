@@ -120,6 +120,28 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         add("OpenAI front first token, concurrency 1, p50", "within 10 % of _predict/stream",
             f"{fmt(_get(first, 'openai', 'ms', 'p50'), ' ms', 3)} vs {fmt(_get(first, 'ml_commons', 'ms', 'p50'), ' ms', 3)}"
             f" (direct {fmt(_get(first, 'direct', 'ms', 'p50'), ' ms', 3)}): {fmt(r)}", r is not None and r <= 1.1)
+    fronts = s.get("new_fronts") or {}
+    for c, level in (fronts.get("relay") or {}).items():
+        for front, name in (("messages", "Messages"), ("responses", "Responses")):
+            r = level.get(f"{front}_over_ml_commons")
+            add(f"{name} front relay, concurrency {c}", "within 10 % of _predict/stream (× direct, same run)",
+                f"{fmt(_get(level, front, 'ratio_chunks'))} × direct vs "
+                f"{fmt(_get(level, 'ml_commons', 'ratio_chunks'))} × direct: {fmt(r)}", r is not None and r >= 0.9)
+    first_new = fronts.get("first_token_c1")
+    if first_new:
+        for front, name in (("messages", "Messages"), ("responses", "Responses")):
+            r = first_new.get(f"{front}_over_ml_commons_p50")
+            add(f"{name} front first token, concurrency 1, p50", "within 10 % of _predict/stream",
+                f"{fmt(_get(first_new, front, 'ms', 'p50'), ' ms', 3)} vs "
+                f"{fmt(_get(first_new, 'ml_commons', 'ms', 'p50'), ' ms', 3)}: {fmt(r)}", r is not None and r <= 1.1)
+    relayed = fronts.get("anthropic_relay")
+    if relayed:
+        r = relayed.get("messages_over_ml_commons")
+        add(f"Messages front, Anthropic model relayed, concurrency {relayed['concurrency']}",
+            "within 10 % of _predict/stream (same run, one pooled direct figure)",
+            f"{fmt(_get(relayed, 'messages', 'mlstream', 'chunks_per_s'))} vs "
+            f"{fmt(_get(relayed, 'ml_commons', 'mlstream', 'chunks_per_s'))} chunks/s: {fmt(r)}",
+            r is not None and r >= 0.9)
     script = _get(s, "embedding_predict", "script_vs_builtin")
     if script:
         r = script.get("script_over_builtin_p50")
@@ -337,6 +359,23 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
         for front in ("ml_commons", "openai"):
             rows.append(("10 OpenAI front", f"{front} first token, c=1 p50 (ms)", fmt(first["direct"]["ms"]["p50"], digits=3),
                          fmt(first[front]["ms"]["p50"], digits=3), _plus(first[front]["added_ms"]["p50"])))
+    for c, level in (_get(s, "new_fronts", "relay") or {}).items():
+        for front in ("ml_commons", "messages", "responses"):
+            d, m = level[front]["direct"], level[front]["mlstream"]
+            rows.append(("11 Messages, Responses", f"{front} chunks/s, c={c}", fmt(d["chunks_per_s"]),
+                         fmt(m["chunks_per_s"]), _ratio(m["chunks_per_s"], d["chunks_per_s"])))
+    first_new = _get(s, "new_fronts", "first_token_c1")
+    if first_new:
+        for front in ("ml_commons", "messages", "responses"):
+            rows.append(("11 Messages, Responses", f"{front} first token, c=1 p50 (ms)",
+                         fmt(first_new["direct"]["ms"]["p50"], digits=3), fmt(first_new[front]["ms"]["p50"], digits=3),
+                         _plus(first_new[front]["added_ms"]["p50"])))
+    relayed = _get(s, "new_fronts", "anthropic_relay")
+    if relayed:
+        for front in ("ml_commons", "messages"):
+            d, m = relayed[front]["direct"], relayed[front]["mlstream"]
+            rows.append(("11 Messages, Responses", f"{relayed['provider']} {front} chunks/s, c={relayed['concurrency']}",
+                         fmt(d["chunks_per_s"]), fmt(m["chunks_per_s"]), _ratio(m["chunks_per_s"], d["chunks_per_s"])))
     emb = s.get("embedding_predict")
     if emb and "docs" in emb:
         for n, e in emb["docs"].items():

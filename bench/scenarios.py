@@ -1693,3 +1693,14 @@ SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "provider_relay": provider_relay,
     "openai_front": openai_front,
 }
+
+
+def _add_later_scenarios() -> None:
+    """Scenarios in modules of their own (which import this one): 11, the Messages and
+    Responses fronts."""
+    from .fronts import new_fronts
+
+    SCENARIOS["new_fronts"] = new_fronts
+
+
+_add_later_scenarios()

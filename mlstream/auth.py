@@ -162,8 +162,12 @@ class Authenticator:
     def keys_exist(self) -> bool:
         return bool(self._keys()[0])
 
-    def authenticate(self, authorization: str | None, required_role: str) -> ApiKey | None:
+    def authenticate(self, authorization: str | None, required_role: str, *,
+                     api_key: str | None = None) -> ApiKey | None:
         """The caller's key, checked for ``required_role``; None while the server is open.
+
+        ``api_key``: an ``x-api-key`` header (Anthropic's clients send the key there), used
+        when there is no ``Authorization``.
 
         Unauthorized (401) for a missing or unknown key — the same answer either way,
         so it tells nothing about which keys exist; Forbidden (403) for a known key
@@ -176,10 +180,10 @@ class Authenticator:
                 return None
             raise Unauthorized(f"no API key exists, so this server refuses every request: {_CREATE_HINT}",
                                headers=_CHALLENGE)
-        secret = _presented_secret(authorization)
+        secret = _presented_secret(authorization) if authorization else (api_key or "").strip() or None
         if secret is None:
             raise Unauthorized("missing authentication credentials: send an API key as "
-                               "'Authorization: Bearer <key>' or as the Basic auth password",
+                               "'Authorization: Bearer <key>', as 'x-api-key' or as the Basic auth password",
                                headers=_CHALLENGE)
         # A dict lookup by the SHA-256 of a 256-bit secret: its timing reveals nothing usable.
         key = keys.get(hash_key(secret))

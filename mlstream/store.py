@@ -105,6 +105,21 @@ class Store(ABC):
         use and closed with the store. A backend without them raises StoreError."""
         raise StoreError(f"{type(self).__name__} has no usage tables")
 
+    # Stored responses of the Responses front (``/v1/responses`` with ``store``): kept apart
+    # from the records (no change to announce, no cache to reload), each until it expires.
+
+    @abstractmethod
+    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        """Keep ``doc`` until ``expires_at`` (Unix seconds); expired ones are purged meanwhile."""
+
+    @abstractmethod
+    def get_response(self, response_id: str) -> dict[str, Any] | None:
+        """The stored doc, or None when there is none or it has expired."""
+
+    @abstractmethod
+    def delete_response(self, response_id: str) -> bool:
+        """Remove a stored response; False when there was none (or it had expired)."""
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -123,6 +138,9 @@ class SQLiteStore(Store):
     # Rate-limit buckets live in a file of their own, so a predict taking a token never
     # waits for SQLite's write lock behind an admin write (or ``mlstream keys``).
     BUCKETS_FILENAME = "ratelimit.db"
+    # Stored responses too: a response kept at the end of a stream never waits behind an
+    # admin write, and never moves the main file's change counter (which reloads caches).
+    RESPONSES_FILENAME = "responses.db"
 
     def __init__(self, data_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -136,6 +154,9 @@ class SQLiteStore(Store):
         # Guards the buckets connection: one short read-modify-write transaction under it
         # (rate-limited predicts only), which SQLite's file lock makes atomic across processes.
         self._buckets_lock = threading.Lock()
+        # Guards the responses connection: one short statement under it (a response kept,
+        # read or deleted by the Responses front).
+        self._responses_lock = threading.Lock()
         # Guards the read connection. WAL readers never wait for a writer, so under it
         # runs one short read (a page-cache lookup, or the in-memory change counter).
         self._read_lock = threading.Lock()
@@ -175,6 +196,13 @@ class SQLiteStore(Store):
         self._buckets_db.execute("PRAGMA synchronous=OFF")  # buckets need no durability
         self._buckets_db.execute("CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY,"
                                  " tokens REAL NOT NULL, updated REAL NOT NULL)")
+        self._responses_db = sqlite3.connect(self.path.parent / self.RESPONSES_FILENAME, check_same_thread=False,
+                                             isolation_level=None, timeout=BUSY_TIMEOUT)
+        _ensure_wal(self._responses_db)
+        self._responses_db.execute("PRAGMA synchronous=NORMAL")
+        self._responses_db.execute("CREATE TABLE IF NOT EXISTS response (id TEXT PRIMARY KEY,"
+                                   " doc TEXT NOT NULL, expires REAL NOT NULL)")
+        self._responses_db.execute("CREATE INDEX IF NOT EXISTS response_expires ON response (expires)")
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
@@ -274,6 +302,29 @@ class SQLiteStore(Store):
                 raise StoreError(f"store operation failed: {exc}") from exc
         return 0.0 if taken else wait
 
+    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        self._responses("DELETE FROM response WHERE expires <= ?", (time.time(),))
+        self._responses("INSERT INTO response (id, doc, expires) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE"
+                        " SET doc = excluded.doc, expires = excluded.expires",
+                        (response_id, json.dumps(doc), expires_at))
+
+    def get_response(self, response_id: str) -> dict[str, Any] | None:
+        rows = self._responses("SELECT doc FROM response WHERE id = ? AND expires > ?",
+                               (response_id, time.time())).fetchall()
+        return json.loads(rows[0][0]) if rows else None
+
+    def delete_response(self, response_id: str) -> bool:
+        return self._responses("DELETE FROM response WHERE id = ? AND expires > ?",
+                               (response_id, time.time())).rowcount > 0
+
+    def _responses(self, sql: str, params: tuple) -> sqlite3.Cursor:
+        with self._responses_lock:
+            try:
+                return self._responses_db.execute(sql, params)
+            except sqlite3.Error as exc:
+                raise StoreError(f"store operation failed: {exc}") from exc
+
+
     def usage(self) -> UsageTables:
         with self._usage_lock:
             if self._usage is None:
@@ -285,6 +336,8 @@ class SQLiteStore(Store):
         with self._usage_lock:
             if self._usage is not None:
                 self._usage.close()
+        with self._responses_lock:
+            self._responses_db.close()
         with self._buckets_lock:
             self._buckets_db.close()
         with self._read_lock:

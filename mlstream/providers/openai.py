@@ -10,6 +10,7 @@ from ..errors import UpstreamError
 from ..speedups import loads_json
 from ..sse import SSEDecoder
 from ..token_counts import TokenCounts, token_counts
+from .common import ChatChunks, JsonEventDecoder
 from .common import count as _count, encode_body as _encode_body, json_object_body as _json_object_body
 from .base import StreamKind
 from .events import Chunk, Delta, Done, Failure, StreamItem
@@ -37,8 +38,12 @@ class OpenAIDialect:
         headers.setdefault("Accept", "text/event-stream")
         return replace(request, headers=headers, body=_encode_body(body))
 
-    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "OpenAIStreamDecoder":
-        """RELAY (the OpenAI front): every chunk relayed whole (``Chunk``), not just its text."""
+    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "OpenAIStreamDecoder | OpenAIChatDecoder":
+        """RELAY (the OpenAI front): every chunk relayed whole (``Chunk``), not just its text.
+        CHAT (a front translating to chat completions): text, reasoning, whole tool calls and
+        usage (``common.ChatChunks``)."""
+        if kind is StreamKind.CHAT and self.chat:
+            return OpenAIChatDecoder()
         return OpenAIStreamDecoder(self.chat, relay=kind is StreamKind.RELAY)
 
 
@@ -121,6 +126,12 @@ class OpenAIStreamDecoder:
         else:
             text = choice.get("text")
         return Delta(text) if isinstance(text, str) and text else None
+
+
+class OpenAIChatDecoder(ChatChunks, JsonEventDecoder):
+    """A chat completions stream read whole (the Anthropic and Responses fronts over an
+    OpenAI-interface model): tool calls assembled, usage kept (the front asks for it with
+    ``stream_options.include_usage``)."""
 
 
 def _role_only(chunk: dict[str, Any]) -> bool:

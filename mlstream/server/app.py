@@ -44,8 +44,10 @@ from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
 from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.routes import build_router
+from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.mlcommons.usage_routes import add_usage_routes
 from ..fronts.openai.routes import add_openai_routes
+from ..fronts.responses.routes import add_responses_routes
 from ..usage_recorder import UsageRecorder
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
@@ -143,6 +145,8 @@ class App:
         add_openai_routes(self.router, self.registry, self.predictor)
         add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
                          self.controllers)
+        add_anthropic_routes(self.router, self.registry, self.predictor)
+        add_responses_routes(self.router, self.registry, self.predictor, self.store, settings.responses_ttl_days)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()

@@ -132,10 +132,13 @@ class Router:
         return self._default_front
 
     def front_of(self, path: str) -> Front:
+        """The front of the longest prefix claiming ``path`` (``/v1/messages`` within ``/v1``)."""
+        found, length = self._default_front, -1
         for prefix, front in self._front_prefixes:
-            if path.startswith(prefix) and (len(path) == len(prefix) or path[len(prefix)] == "/"):
-                return front
-        return self._default_front
+            if (len(prefix) > length and path.startswith(prefix)
+                    and (len(path) == len(prefix) or path[len(prefix)] == "/")):
+                found, length = front, len(prefix)
+        return found
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The first route for ``method`` and ``path``; 405 if only other methods fit, else 404."""

@@ -191,7 +191,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._access.model_id = params.get("model_id")
             key = None
             if route.role != "public":
-                key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role)
+                key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
+                                                      api_key=self.headers.get("x-api-key"))
             check_content_type(self.headers.get("Content-Type"), self._declares_body())
             self._meter = CallMeter(key, self._request_id)
             request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,

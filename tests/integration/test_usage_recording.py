@@ -280,3 +280,20 @@ def test_records_survive_a_restart(make_server, fake):
     before = records(client)
     first.stop(drain_timeout=0)
     assert records(Client(make_server().url)) == before and len(before) == 1
+
+
+def test_the_messages_and_responses_fronts_record_the_providers_counts(server, fake):
+    client = Client(server.url)
+    model_id = client.model_for(openai_connector(fake))
+    message = client.ok("POST", "/v1/messages", {"model": model_id, "max_tokens": 64,
+                                                 "messages": [{"role": "user", "content": "Who is Hamlet?"}]})
+    streamed = raw_request(server.url, "POST", "/v1/messages", json.dumps(
+        {"model": model_id, "max_tokens": 64, "stream": True,
+         "messages": [{"role": "user", "content": "Who is Hamlet?"}]}).encode())
+    assert streamed.status == 200 and b"message_stop" in streamed.body
+    response = client.ok("POST", "/v1/responses", {"model": model_id, "input": "Who is Hamlet?", "store": False})
+    whole, stream, responses = records(client)
+    assert counted(whole) == (message["usage"]["input_tokens"], message["usage"]["output_tokens"], 0)
+    assert [r["route"] for r in (whole, stream, responses)] == ["/v1/messages", "/v1/messages", "/v1/responses"]
+    assert not stream["estimated"] and stream["output_tokens"] == message["usage"]["output_tokens"]
+    assert counted(responses)[:2] == (response["usage"]["input_tokens"], response["usage"]["output_tokens"])
