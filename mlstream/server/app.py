@@ -39,6 +39,7 @@ from ..stores import is_postgres, open_store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
+from ..fronts.console import add_console_routes
 from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.routes import build_router
 from ..fronts.openai.routes import add_openai_routes
@@ -130,6 +131,7 @@ class App:
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
                                    self.readiness_problems, self.node_identity, self.render_metrics)
         add_openai_routes(self.router, self.registry, self.predictor)
+        add_console_routes(self.router)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from .. import __version__
-from ..auth import Authenticator
+from ..auth import SCRIPT_HEADER, Authenticator, from_script
 from ..errors import (BadRequest, ClientGone, ExpectationFailed, HeadersTooLarge, MethodNotImplemented,
                       MLStreamError, RequestTimeout, UpstreamError, URITooLong, VersionNotSupported)
 from ..framing import (MAX_HEAD_LINE, ChunkedDecoder, HeadLines, body_framing, check_content_type, chunked_ok,
@@ -185,7 +185,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             route_label, self._front = route.template, route.front
             self._access.model_id = params.get("model_id")
             if route.role != "public":
-                host.authenticator.authenticate(self.headers.get("Authorization"), route.role)
+                host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
+                                                from_script=from_script(self.headers.get(SCRIPT_HEADER[0])))
             check_content_type(self.headers.get("Content-Type"), self._declares_body())
             request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
                               self._request_id, self._access, self.connection)
@@ -253,7 +254,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         fmt = self._format
         if not reply.filterable and fmt.filter_path is not None:
             fmt = responses.without_filter(fmt)
-        if isinstance(reply.body, str):
+        if isinstance(reply.body, bytes):
+            payload = reply.body
+        elif isinstance(reply.body, str):
             payload = reply.body.encode("utf-8")
         elif fmt is responses.PLAIN:
             payload = responses.json_bytes(reply.body)
