@@ -1,5 +1,5 @@
 // Building the page from API data, safely: every string becomes a text node or an attribute
-// value set through the DOM, never markup. Nothing in the console assigns innerHTML.
+// value set through the DOM, never parsed as markup (no HTML-string APIs anywhere in the console).
 
 const SVG = "http://www.w3.org/2000/svg";
 
