@@ -8,6 +8,7 @@ import {bucketDelta, buckets, first, parseMetrics, quantile, total} from "./metr
 const INTERVAL_MS = 2000;
 const HISTORY_MS = 5 * 60 * 1000;  // the charts' span
 const TTFT_WINDOW_MS = 60 * 1000;  // quantiles over the streams of the last minute
+const MIN_SPAN_MS = 60 * 1000;
 const TTFC = "mlstream_time_to_first_chunk_seconds";
 
 let timer = null;
@@ -106,7 +107,9 @@ function draw() {
       p95.push([sample.t, q95 === null ? null : q95 * 1000]);
     }
   }
-  const domain = [now - HISTORY_MS, now];
+  // From the first sample (at least the last minute) up to 5 minutes: a page just opened has a chart to see.
+  const span = Math.min(HISTORY_MS, Math.max(MIN_SPAN_MS, now - (samples[0]?.t ?? now)));
+  const domain = [now - span, now];
   const clock = (t) => new Date(t).toLocaleTimeString("en-GB", {hour: "2-digit", minute: "2-digit", second: "2-digit"});
   lineChart($("ov-rps-chart"), {series: [{name: "requests/s", points: rps}], xDomain: domain, xFormat: clock,
                                  yFormat: (v) => formatNumber(v, 1), label: "Requests per second"});
