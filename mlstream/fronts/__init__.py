@@ -2,6 +2,7 @@
 
     mlcommons/   ml-commons' REST API and the OpenSearch node endpoints (/_plugins/_ml, /)
     openai/      OpenAI's API (/v1): chat and text completions, embeddings, models
+    console/     the console in the browser (/_console): static files, calling the APIs above
     conversation a conversation, provider-neutral: what a front's messages become
 
 A front turns its request into an ``predict.Ask``, hands the ``Prepared`` call to the
