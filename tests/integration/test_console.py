@@ -186,16 +186,6 @@ def test_the_console_is_served_with_its_policy_and_no_inline_code(setup: Setup) 
         assert missing.status == 404 and missing.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
 
 
-def test_a_scripts_401_offers_no_basic_challenge_and_other_clients_keep_theirs(setup: Setup) -> None:
-    http = urllib3.PoolManager(retries=False, timeout=10)
-    for headers in ({}, bearer("mls_wrong"), {"Authorization": "Basic b3BzOm1sc193cm9uZw=="}):
-        plain = http.request("GET", setup.url + "/", headers=headers)
-        assert plain.status == 401 and "Basic" in plain.headers["WWW-Authenticate"]
-        script = http.request("GET", setup.url + "/", headers={**headers, "X-Requested-With": "XMLHttpRequest"})
-        assert script.status == 401 and script.headers["WWW-Authenticate"] == 'Bearer realm="mlstream"'
-        assert json.loads(script.data) == json.loads(plain.data)  # the same answer otherwise
-
-
 # --- in the browser ---------------------------------------------------------------------------------
 
 def test_sign_in_keeps_the_key_in_the_tab_and_a_wrong_key_gets_the_consoles_message(page, setup: Setup) -> None:
@@ -233,10 +223,15 @@ def test_sign_in_keeps_the_key_in_the_tab_and_a_wrong_key_gets_the_consoles_mess
     page.wait_for_selector("#sign-in:not([hidden])")
     assert page.evaluate("sessionStorage.length") == 0
 
-    # a user key: no keys page
+    # a user key: no keys page, and what the API refuses it, in the API's words
     sign_in(page, setup, setup.user_key)
     assert page.text_content("#who-role") == "user key"
     assert page.is_hidden("nav a[data-page=keys]")
+    go(page, "models")
+    refusal = client_with(setup.url, bearer(setup.user_key)).call(
+        "POST", "/_plugins/_ml/connectors/_search", {"query": {"match_all": {}}, "size": 1000})
+    assert refusal.status == 403
+    wait_text(page, "#connectors-table", re.escape(f"Cannot list connectors: {refusal.body['error']['reason']}"))
 
 
 def test_a_key_revoked_while_signed_in_sends_the_console_back_to_sign_in(page, setup: Setup) -> None:
@@ -376,10 +371,12 @@ def test_the_overview_shows_the_server_and_live_charts(page, setup: Setup) -> No
     assert page.text_content("#ov-stream-workers") == str(setup.server.app.pool.workers)
     assert page.text_content("#ov-ready") == "Ready: taking traffic"
     page.wait_for_selector("#ov-rps-chart path.line", state="attached")  # two scrapes make a rate
-    for _ in range(4):
-        reply = user.call("POST", f"/_plugins/_ml/models/{fast}/_predict/stream",
-                          {"parameters": {"messages": [{"role": "user", "content": "hi"}]}})
-        assert reply.status == 200
+    for round_ in range(5):  # traffic over a few scrapes, so the charts have a course to show
+        for _ in range(round_ % 3 + 1):
+            reply = user.call("POST", f"/_plugins/_ml/models/{fast}/_predict/stream",
+                              {"parameters": {"messages": [{"role": "user", "content": "hi"}]}})
+            assert reply.status == 200
+        page.wait_for_timeout(1500)
     # the streams' first tokens, as quantiles over the last minute
     page.wait_for_selector("#ov-ttft-chart path.line[data-series=p95]", state="attached", timeout=10_000)
     label = page.get_attribute("#ov-ttft-chart svg", "aria-label")
@@ -474,3 +471,28 @@ def test_usage_charts_and_csv_after_calls(page, setup: Setup, tmp_path: Path) ->
     assert lines[0] == "period,key,model,requests,errors,input_tokens,output_tokens,cached_input_tokens,cost"
     mine = [line for line in lines if model_id in line]
     assert sum(int(line.split('","')[3]) for line in mine) == 3
+
+
+def test_the_pages_arithmetic_quantiles_and_csv_cells(page, setup: Setup) -> None:
+    """The console's own pure functions, run in the browser: Prometheus' histogram_quantile
+    (linear within the bucket holding the rank), and CSV cells a spreadsheet will not run."""
+    page.goto(f"{setup.url}/_console")
+    got = page.evaluate("""async () => {
+        const m = await import("/_console/metrics.js");
+        const u = await import("/_console/page-usage.js");
+        const cumulative = [[0.1, 5], [0.25, 10], [Infinity, 10]];
+        const later = [[0.1, 7], [0.25, 12], [Infinity, 13]];
+        return {
+            p50: m.quantile(0.5, cumulative), p95: m.quantile(0.95, cumulative),
+            none: m.quantile(0.5, [[0.1, 0], [Infinity, 0]]), past: m.quantile(0.99, later),
+            delta: m.bucketDelta(later, cumulative).map(([le, n]) => [String(le), n]),
+            parsed: m.parseMetrics('a_total{route="/x",q="a\\\\"b"} 3\\n# HELP b x\\nb 1.5\\n'),
+            cells: ["=HYPERLINK(1)", "+1", "-2", "-2.5", "@x", "plain", 'say "hi"', null].map(u.csvCell),
+        };
+    }""")
+    assert got["p50"] == pytest.approx(0.1) and got["p95"] == pytest.approx(0.1 + 0.15 * 4.5 / 5)
+    assert got["none"] is None and got["past"] == pytest.approx(0.25)  # past the last bound: that bound
+    assert got["delta"] == [["0.1", 2], ["0.25", 2], ["Infinity", 3]]
+    assert got["parsed"] == [{"name": "a_total", "labels": {"route": "/x", "q": 'a"b'}, "value": 3},
+                             {"name": "b", "labels": {}, "value": 1.5}]
+    assert got["cells"] == ['"\'=HYPERLINK(1)"', '"\'+1"', '"-2"', '"-2.5"', '"\'@x"', '"plain"', '"say ""hi"""', '""']
