@@ -4,6 +4,7 @@
     openai/      OpenAI's API (/v1): chat and text completions, embeddings, models
     anthropic/   Anthropic's Messages API (/v1/messages): Claude Code, the anthropic SDK
     responses/   OpenAI's Responses API (/v1/responses): stored responses, the Agents SDK
+    console/     the console in the browser (/_console): static files, calling the APIs above
     conversation a conversation, provider-neutral: what a front's messages become
     chat         a chat request bound to any chat model with the OpenAI front's
                  translations: what the Anthropic and Responses fronts send

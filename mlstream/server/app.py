@@ -42,6 +42,7 @@ from ..stores import is_postgres, open_store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
+from ..fronts.console import add_console_routes
 from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.routes import build_router
 from ..fronts.anthropic.routes import add_anthropic_routes
@@ -147,6 +148,7 @@ class App:
                          self.controllers)
         add_anthropic_routes(self.router, self.registry, self.predictor)
         add_responses_routes(self.router, self.registry, self.predictor, self.store, settings.responses_ttl_days)
+        add_console_routes(self.router)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()

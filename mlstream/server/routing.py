@@ -69,7 +69,7 @@ def query_flag(query: dict[str, str], name: str) -> bool:
 
 @dataclass(slots=True)
 class Reply:
-    """A whole JSON (or text) answer."""
+    """A whole answer: JSON, or text (a ``str``), or bytes as they are (the console's files)."""
 
     status: int
     body: Any

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from .. import __version__
-from ..auth import Authenticator
+from ..auth import SCRIPT_HEADER, Authenticator, from_script
 from ..budgets import Accountant
 from ..errors import (BadRequest, ClientGone, ExpectationFailed, HeadersTooLarge, MethodNotImplemented,
                       MLStreamError, RequestTimeout, UpstreamError, URITooLong, VersionNotSupported)
@@ -192,7 +192,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             key = None
             if route.role != "public":
                 key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
-                                                      api_key=self.headers.get("x-api-key"))
+                                                      api_key=self.headers.get("x-api-key"),
+                                                      from_script=from_script(self.headers.get(SCRIPT_HEADER[0])))
             check_content_type(self.headers.get("Content-Type"), self._declares_body())
             self._meter = CallMeter(key, self._request_id)
             request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
@@ -278,7 +279,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         fmt = self._format
         if not reply.filterable and fmt.filter_path is not None:
             fmt = responses.without_filter(fmt)
-        if isinstance(reply.body, str):
+        if isinstance(reply.body, bytes):
+            payload = reply.body
+        elif isinstance(reply.body, str):
             payload = reply.body.encode("utf-8")
         elif fmt is responses.PLAIN:
             payload = responses.json_bytes(reply.body)
