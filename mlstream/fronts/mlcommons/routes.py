@@ -20,6 +20,7 @@ from .errors import ML_COMMONS_FRONT
 from .events import ML_COMMONS_EVENTS
 
 PREFIX = "/_plugins/_ml"
+STREAM_PARAMETER = "stream"
 
 
 def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSettings, metrics: Metrics,
@@ -95,8 +96,8 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     @add("DELETE", f"{PREFIX}/connectors/{{connector_id}}")
     def delete_connector(req: Request) -> Reply:
-        registry.delete_connector(req.params["connector_id"])
-        return Reply(200, _result(req.params["connector_id"], ".plugins-ml-connector", "deleted"))
+        return _deleted(req.params["connector_id"], ".plugins-ml-connector",
+                        registry.delete_connector(req.params["connector_id"]))
 
     # model groups
     @add("POST", f"{PREFIX}/model_groups/_register")
@@ -115,8 +116,8 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     @add("DELETE", f"{PREFIX}/model_groups/{{model_group_id}}")
     def delete_model_group(req: Request) -> Reply:
-        registry.delete_model_group(req.params["model_group_id"])
-        return Reply(200, _result(req.params["model_group_id"], ".plugins-ml-model-group", "deleted"))
+        return _deleted(req.params["model_group_id"], ".plugins-ml-model-group",
+                        registry.delete_model_group(req.params["model_group_id"]))
 
     # models
     @add("POST", f"{PREFIX}/models/_register")
@@ -128,6 +129,12 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     @add("GET", f"{PREFIX}/models/{{model_id}}", role="user")
     def get_model(req: Request) -> Reply:
         return Reply(200, registry.get_model(req.params["model_id"]))
+
+    @add("PUT", f"{PREFIX}/models/{{model_id}}")
+    def update_model(req: Request) -> Reply:
+        # RestMLUpdateModelAction: an UpdateResponse
+        registry.update_model(req.params["model_id"], req.body)
+        return Reply(200, _result(req.params["model_id"], ".plugins-ml-model", "updated"))
 
     @add("DELETE", f"{PREFIX}/models/{{model_id}}")
     def delete_model(req: Request) -> Reply:
@@ -166,7 +173,10 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         predictor.check_stream_enabled()
         given = processing.parse_predict_input(_required(req.body), "remote")
         model = resolve(req)
-        prepared = predictor.prepare(model, Ask(given.parameters), stream=True, request_id=req.request_id)
+        # RestMLPredictionStreamAction puts "stream": "true" into the request's parameters
+        # (so it wins), and a connector body may use ${parameters.stream}.
+        parameters = {**given.parameters, STREAM_PARAMETER: "true"}
+        prepared = predictor.prepare(model, Ask(parameters), stream=True, request_id=req.request_id)
         return StreamReply(predictor.open_stream(prepared), ML_COMMONS_EVENTS)
 
     def resolve(req: Request) -> ResolvedModel:
@@ -237,6 +247,12 @@ def _model_ids(body: Any) -> list[str] | None:
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise BadRequest("[model_ids] must be a list of model ids")
     return ids
+
+
+def _deleted(doc_id: str, index: str, deleted: bool) -> Reply:
+    """OpenSearch's delete answer: ``deleted``, or ``not_found`` with status 404 (what
+    ml-commons passes on for an id that names nothing)."""
+    return Reply(200 if deleted else 404, _result(doc_id, index, "deleted" if deleted else "not_found"))
 
 
 def _result(doc_id: str, index: str, result: str) -> dict[str, Any]:
