@@ -297,9 +297,14 @@ _TITAN_RAW_OUTPUT = _results(_map_tensor(_object(
 _COHERE_RAW_OUTPUT = _results(_map_tensor(_object(
     {"id": _STRING, "texts": _array(_STRING), "embeddings": _array(_array(_NUMBER)), "response_type": _STRING},
     ["id", "texts", "embeddings", "response_type"])))
-_COMPREHEND_LANGUAGE_OUTPUT = _results(_map_tensor(_object({"response": _object(
-    {"Languages": _array(_object({"LanguageCode": _STRING, "Score": _NUMBER}, ["LanguageCode", "Score"]))},
-    ["Languages"])}, ["response"])))
+# ml-commons' preset wants the languages under "response", as ml-commons answered when the
+# preset was written (and the blueprint's sample answer still shows); since it gives an
+# object answer as dataAsMap itself (AbstractConnector.parseResponse), the published
+# blueprint's answer is {"Languages": [...]}, which its own preset refuses. Both are taken here.
+_LANGUAGES = _object({"Languages": _array(_object({"LanguageCode": _STRING, "Score": _NUMBER},
+                                                  ["LanguageCode", "Score"]))}, ["Languages"])
+_COMPREHEND_LANGUAGE_OUTPUT = _results(_map_tensor({"anyOf": [_object({"response": _LANGUAGES}, ["response"]),
+                                                              _LANGUAGES]}))
 # ml-commons' own text of this one stops before its last closing brackets (it is not JSON,
 # so its every predict would fail); here it is closed where it evidently ends.
 _POINT = _object({"X": _NUMBER, "Y": _NUMBER})

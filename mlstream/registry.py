@@ -73,6 +73,7 @@ class ResolvedModel:
     # The model's interface (interfaces.parse_interface): JSON Schema texts by "input"/"output".
     interface: Mapping[str, str] | None = None
     enabled: bool = True  # is_enabled: false refuses every call ("Model is disabled.")
+    ttl_minutes: int = -1  # deploy_setting.model_ttl_minutes: its calls are noted only when >= 0
 
 
 class Registry:
@@ -438,7 +439,7 @@ class Registry:
                 self._seen_counter = counter
             cached = self._cache.get(model_id)
             generation = self._cache_generation
-            if cached is not None:
+            if cached is not None and cached.ttl_minutes >= 0:
                 self._accessed[model_id] = self._clock()
         if cached is not None:
             return _enabled(cached)
@@ -460,18 +461,20 @@ class Registry:
         limiter = record.doc.get("rate_limiter")
         resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector,
                                  parse_rate_limiter(limiter) if limiter else None,
-                                 record.doc.get("interface"), record.doc.get("is_enabled") is not False)
+                                 record.doc.get("interface"), record.doc.get("is_enabled") is not False,
+                                 ttl_minutes(record.doc))
         with self._cache_lock:
             if generation == self._cache_generation:
                 self._cache[model_id] = resolved
-            self._accessed[model_id] = self._clock()
+            if resolved.ttl_minutes >= 0:  # only a model with a TTL needs its calls written down
+                self._accessed[model_id] = self._clock()
         return _enabled(resolved)
 
     # --- model TTLs --------------------------------------------------------------
 
     def flush_access(self) -> None:
-        """Write when this process last called each model since the previous flush, so every
-        process (``--workers``, instances on one database) sees the latest call."""
+        """Write when this process last called each model with a TTL since the previous flush,
+        so every process (``--workers``, instances on one database) sees the latest call."""
         with self._cache_lock:
             accessed, self._accessed = self._accessed, {}
         if not accessed:
