@@ -136,17 +136,16 @@ class Registry:
                 self._codec.seal(dict(connector.credential))))
         self._invalidate()
 
-    def delete_connector(self, connector_id: str) -> bool:
-        """False when there is no such connector (OpenSearch's delete answers ``not_found``);
-        with no connector at all, ml-commons' 404 (DeleteConnectorTransportAction)."""
+    def delete_connector(self, connector_id: str) -> None:
+        """With no connector at all, DeleteConnectorTransportAction's words; for an unknown
+        id, as ``delete_model_group`` says, the error body worded as its get's."""
         with self._store.transaction():
-            if not self._store.scan("connector"):
-                raise NotFound("Failed to find connector")
+            self._connector_record(connector_id)
             users = [m.id for m in self._store.scan("model") if m.doc.get("connector_id") == connector_id]
             if users:
                 raise Conflict(f"{len(users)} models are still using this connector, please delete "
                                f"or update the models first: {users}")
-            return self._store.delete("connector", connector_id)
+            self._store.delete("connector", connector_id)
 
     # --- models ----------------------------------------------------------------
 
@@ -354,15 +353,15 @@ class Registry:
             self._store.put("model_group", Record(group_id, doc))
         return {"status": "Updated"}
 
-    def delete_model_group(self, group_id: str) -> bool:
-        """False when there is no such group (OpenSearch's delete answers ``not_found``);
-        with no group at all, ml-commons' 404 (DeleteModelGroupTransportAction)."""
+    def delete_model_group(self, group_id: str) -> None:
+        """With no group at all, DeleteModelGroupTransportAction's words. For an unknown id
+        ml-commons passes on OpenSearch's delete answer (``"result": "not_found"``, status
+        404), which is no error body: the contract wants one, worded as its get's."""
         with self._store.transaction():
-            if not self._store.scan("model_group"):
-                raise NotFound("Failed to find model group")
+            self._model_group_record(group_id, empty="Failed to find model group")
             if any(m.doc.get("model_group_id") == group_id for m in self._store.scan("model")):
                 raise Conflict("Cannot delete the model group when it has associated model versions")
-            return self._store.delete("model_group", group_id)
+            self._store.delete("model_group", group_id)
 
     def _model_group_record(self, group_id: str, empty: str | None = None) -> Record:
         # GetModelGroupTransportAction / TransportUpdateModelGroupAction

@@ -187,14 +187,13 @@ def test_delete_connector_is_409_while_a_model_uses_it(client, fake):
 
 
 def test_unknown_connector_id_is_404_on_every_route(client, fake):
-    # ml-commons' words (ConnectorAccessControlHelper.getConnector); a delete of an id that
-    # names nothing is OpenSearch's own "not_found" answer (tests/integration/test_not_found.py)
+    # ml-commons' words (ConnectorAccessControlHelper.getConnector) name the id once a connector
+    # exists (tests/integration/test_mlcommons_fidelity.py has the words of every route)
     client.create_connector(openai_connector(fake))
     unknown = "AAAAAAAAAAAAAAAAAAAA"
     assert_error(client.call("GET", f"{ML}/connectors/{unknown}"), 404, unknown)
     assert_error(client.call("PUT", f"{ML}/connectors/{unknown}", {"description": "x"}), 404, unknown)
-    deleted = client.call("DELETE", f"{ML}/connectors/{unknown}")
-    assert (deleted.status, deleted.body["_id"], deleted.body["result"]) == (404, unknown, "not_found")
+    assert_error(client.call("DELETE", f"{ML}/connectors/{unknown}"), 404, unknown)
 
 
 # --- _search ---------------------------------------------------------------------------
@@ -427,7 +426,7 @@ def test_unknown_model_id_is_404_on_every_route(client, fake):
     for method, suffix, body in (("GET", "", None), ("DELETE", "", None), ("POST", "/_deploy", None),
                                  ("POST", "/_undeploy", None), ("POST", "/_predict", predict_body()),
                                  ("POST", "/_predict/stream", stream_body())):
-        # ml-commons' words for each route: tests/integration/test_not_found.py
+        # ml-commons' words for each route: tests/integration/test_mlcommons_fidelity.py
         assert_error(client.call(method, f"{ML}/models/{unknown}{suffix}", body), 404, "find model")
     assert fake.stats.requests == []
 

@@ -96,8 +96,8 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     @add("DELETE", f"{PREFIX}/connectors/{{connector_id}}")
     def delete_connector(req: Request) -> Reply:
-        return _deleted(req.params["connector_id"], ".plugins-ml-connector",
-                        registry.delete_connector(req.params["connector_id"]))
+        registry.delete_connector(req.params["connector_id"])
+        return Reply(200, _result(req.params["connector_id"], ".plugins-ml-connector", "deleted"))
 
     # model groups
     @add("POST", f"{PREFIX}/model_groups/_register")
@@ -116,8 +116,8 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     @add("DELETE", f"{PREFIX}/model_groups/{{model_group_id}}")
     def delete_model_group(req: Request) -> Reply:
-        return _deleted(req.params["model_group_id"], ".plugins-ml-model-group",
-                        registry.delete_model_group(req.params["model_group_id"]))
+        registry.delete_model_group(req.params["model_group_id"])
+        return Reply(200, _result(req.params["model_group_id"], ".plugins-ml-model-group", "deleted"))
 
     # models
     @add("POST", f"{PREFIX}/models/_register")
@@ -247,12 +247,6 @@ def _model_ids(body: Any) -> list[str] | None:
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise BadRequest("[model_ids] must be a list of model ids")
     return ids
-
-
-def _deleted(doc_id: str, index: str, deleted: bool) -> Reply:
-    """OpenSearch's delete answer: ``deleted``, or ``not_found`` with status 404 (what
-    ml-commons passes on for an id that names nothing)."""
-    return Reply(200 if deleted else 404, _result(doc_id, index, "deleted" if deleted else "not_found"))
 
 
 def _result(doc_id: str, index: str, result: str) -> dict[str, Any]:
