@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -19,6 +20,7 @@ from .logs import dropped_lines
 class PoolCounts(Protocol):
     """The stream pool's counts, as the gauges read them (``streaming.pool.StreamPool``)."""
 
+    workers: int  # the pool's size (--stream-workers)
     active: int
     queued: int
     rejected: int
@@ -58,6 +60,7 @@ MAX_COUNTED_MODELS = 10_000
 class Metrics:
     def __init__(self, pool: PoolCounts) -> None:
         self._pool = pool
+        self._started = time.time()  # Unix time: the overview's uptime is a scrape's Date minus this
         # Guards the counters: only arithmetic under it (and render's formatting).
         self._lock = threading.Lock()
         self._chunks = 0
@@ -69,6 +72,11 @@ class Metrics:
         self._http_durations: dict[str, Histogram] = {}
         self._predictions: dict[str, PredictionCounts] = {}
         self._all_predictions = PredictionCounts()
+        # Usage (usage_recorder): tokens by (model, interface, direction), cost by model. No
+        # key label: keys are many. Models are bounded as for the per-model counts.
+        self._tokens = Counter[tuple[str, str, str]]()
+        self._cost: dict[str, float] = {}
+        self._usage_dropped = 0
 
     def stream_finished(self, outcome: str, chunks: int, first_chunk_seconds: float | None,
                         front: str = "ml-commons") -> None:
@@ -102,6 +110,21 @@ class Metrics:
             counts = self._predictions[model_id] = PredictionCounts()
         counts.add(failed, ms)
 
+    def usage_recorded(self, model_id: str, interface: str, input_tokens: int, output_tokens: int,
+                       cost: float | None) -> None:
+        """One provider call's tokens and cost (``budgets.Accountant.record``)."""
+        with self._lock:
+            if model_id not in self._cost and len(self._cost) >= MAX_COUNTED_MODELS:
+                return
+            self._tokens[(model_id, interface, "input")] += input_tokens
+            self._tokens[(model_id, interface, "output")] += output_tokens
+            self._cost[model_id] = self._cost.get(model_id, 0.0) + (cost or 0.0)
+
+    def usage_dropped(self) -> None:
+        """A usage record the recorder's full queue could not take."""
+        with self._lock:
+            self._usage_dropped += 1
+
     def predictions(self) -> tuple[PredictionCounts, dict[str, PredictionCounts]]:
         """All predictions, and each model's (copies)."""
         with self._lock:
@@ -130,6 +153,17 @@ class Metrics:
     def render(self) -> str:
         with self._lock:
             lines = [
+                "# HELP mlstream_start_time_seconds When this server started, in Unix time (under --workers, "
+                "the earliest worker).",
+                "# TYPE mlstream_start_time_seconds gauge",
+                f"mlstream_start_time_seconds {self._started:.3f}",
+                "# HELP mlstream_worker_processes Server processes answering (1, or the --workers up).",
+                "# TYPE mlstream_worker_processes gauge",
+                "mlstream_worker_processes 1",
+                "# HELP mlstream_stream_workers Provider readers the stream pools may run at once (--stream-workers "
+                "per process).",
+                "# TYPE mlstream_stream_workers gauge",
+                f"mlstream_stream_workers {self._pool.workers}",
                 "# HELP mlstream_streams_active Streams running on a pool worker.",
                 "# TYPE mlstream_streams_active gauge",
                 f"mlstream_streams_active {self._pool.active}",
@@ -166,6 +200,20 @@ class Metrics:
                 "# HELP mlstream_log_lines_dropped_total Log lines dropped because the log's destination did not keep up.",
                 "# TYPE mlstream_log_lines_dropped_total counter",
                 f"mlstream_log_lines_dropped_total {dropped_lines()}",
+                "# HELP mlstream_tokens_total Tokens of provider calls, by model, interface and direction.",
+                "# TYPE mlstream_tokens_total counter",
+                *(f'mlstream_tokens_total{{model="{_label(model)}",interface="{_label(interface)}",'
+                  f'direction="{direction}"}} {n}'
+                  for (model, interface, direction), n in sorted(self._tokens.items())),
+                "# HELP mlstream_cost_total Cost of provider calls by model, from the model's pricing "
+                "(calls of a model without pricing add 0).",
+                "# TYPE mlstream_cost_total counter",
+                *(f'mlstream_cost_total{{model="{_label(model)}"}} {_number(cost)}'
+                  for model, cost in sorted(self._cost.items())),
+                "# HELP mlstream_usage_records_dropped_total Usage records dropped because the queue to the "
+                "store was full (their spend and tokens still counted).",
+                "# TYPE mlstream_usage_records_dropped_total counter",
+                f"mlstream_usage_records_dropped_total {self._usage_dropped}",
                 "# HELP mlstream_http_request_duration_seconds Time to answer (streams: to their end), by route.",
                 "# TYPE mlstream_http_request_duration_seconds histogram",
             ]
@@ -198,13 +246,18 @@ class Histogram:
         return out
 
 
+# Families merged by their minimum rather than their sum.
+_EARLIEST = frozenset({"mlstream_start_time_seconds"})
+
+
 def merge_expositions(texts: list[str]) -> str:
     """Several processes' ``render()`` output as one: each sample (name and labels) summed.
 
     Every series we expose is a counter, a histogram bucket/sum/count, or a gauge whose
-    total is what a scrape of the deployment means (streams active, queued), so a sum
-    is right for all of them. Families keep their order and stay contiguous; a series
-    only some processes have is added at the end of its family.
+    total is what a scrape of the deployment means (streams active, queued, worker
+    processes), so a sum is right for all of them but a start time, where the earliest
+    is. Families keep their order and stay contiguous; a series only some processes have
+    is added at the end of its family.
     """
     families: dict[str, tuple[list[str], dict[str, float]]] = {}
     for text in texts:
@@ -222,12 +275,20 @@ def merge_expositions(texts: list[str]) -> str:
             elif line and not line.startswith("#"):
                 series, _, value = line.rpartition(" ")
                 samples = families.setdefault(family, ([], {}))[1]
-                samples[series] = samples.get(series, 0.0) + float(value)
+                if series in samples and family in _EARLIEST:
+                    samples[series] = min(samples[series], float(value))
+                else:
+                    samples[series] = samples.get(series, 0.0) + float(value)
     lines: list[str] = []
     for headers, samples in families.values():
         lines += headers
         lines += (f"{series} {_number(value)}" for series, value in samples.items())
     return "\n".join(lines) + "\n"
+
+
+def _label(value: str) -> str:
+    """A label value escaped as the exposition format asks."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _number(value: float) -> str:

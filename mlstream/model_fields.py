@@ -12,8 +12,8 @@ accepted, checked and stored the same way by both.
 
     EXTENSION_FIELDS["pricing"] = lambda value: parse_pricing(value).to_doc()
 
-and is then taken by register and update, stored in the model document and answered by
-GET. What reads it on the predict path (``registry.ResolvedModel``) is the feature's own.
+(``pricing`` is one) and is then taken by register and update, stored in the model document
+and answered by GET. What reads it on the predict path (``registry.ResolvedModel``) is the feature's own.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 from .errors import BadRequest
 from .interfaces import parse_interface
 from .ratelimit import parse_rate_limiter
+from .usage import parse_pricing
 
 FieldRule = Callable[[Any], Any]
 
@@ -141,7 +142,9 @@ MODEL_FIELDS: dict[str, FieldRule] = {
 }
 
 # mlstream's own model fields (see the module docstring): name -> rule.
-EXTENSION_FIELDS: dict[str, FieldRule] = {}
+EXTENSION_FIELDS: dict[str, FieldRule] = {
+    "pricing": lambda value: parse_pricing(value).to_doc(),  # prices per million tokens (usage.Pricing)
+}
 
 
 def checked_fields(body: dict[str, Any], names: frozenset[str] | set[str]) -> dict[str, Any]:

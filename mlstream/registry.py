@@ -26,6 +26,7 @@ from .model_fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_model_co
 from .ratelimit import RateLimit, parse_rate_limiter
 from .search import run_search
 from .store import Record, Store
+from .usage import Pricing, parse_pricing
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class ResolvedModel:
     interface: Mapping[str, str] | None = None
     enabled: bool = True  # is_enabled: false refuses every call ("Model is disabled.")
     ttl_minutes: int = -1  # deploy_setting.model_ttl_minutes: its calls are noted only when >= 0
+    pricing: Pricing | None = None  # None: the model's calls have cost null
 
 
 class Registry:
@@ -425,6 +427,7 @@ class Registry:
                 raise Conflict("Model cannot be deleted in deploying or deployed state. "
                                "Try undeploy model first then delete")
             self._store.delete("model", model_id)
+            self._store.delete("controller", model_id)  # as ml-commons: its controller goes with it
         self._invalidate()
 
     def resolve(self, model_id: str) -> ResolvedModel:
@@ -461,7 +464,7 @@ class Registry:
         resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector,
                                  parse_rate_limiter(limiter) if limiter else None,
                                  record.doc.get("interface"), record.doc.get("is_enabled") is not False,
-                                 ttl_minutes(record.doc))
+                                 ttl_minutes(record.doc), pricing=parse_pricing(record.doc.get("pricing")))
         with self._cache_lock:
             if generation == self._cache_generation:
                 self._cache[model_id] = resolved

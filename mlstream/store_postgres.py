@@ -30,6 +30,7 @@ from typing import Any, Iterator
 
 from .errors import StoreError, StoreUnavailable
 from .store import KINDS, Record, Store, record_from_row
+from .usage_store import POSTGRES_SCHEMA, PostgresUsage, UsageTables
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +71,13 @@ def _records_table(kind: str) -> list[str]:
              " FOR EACH STATEMENT EXECUTE FUNCTION mlstream_notify_change()")]
 
 
+# The record kinds migration 1 created (KINDS has grown since: later kinds come with
+# their own migration).
+_V1_KINDS = ("connector", "model", "task", "apikey", "meta", "model_group")
 # Numbered schema steps; a database records the ones applied. Append, never edit.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, (_NOTIFY_FUNCTION,
-         *(sql for kind in KINDS for sql in _records_table(kind)),
+         *(sql for kind in _V1_KINDS for sql in _records_table(kind)),
          "CREATE TABLE mlstream_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
          ("CREATE TRIGGER mlstream_settings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
           " ON mlstream_settings FOR EACH STATEMENT EXECUTE FUNCTION mlstream_notify_change()"))),
@@ -81,6 +85,12 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     # UNLOGGED (no WAL per predict; a crash of the database only refills the buckets).
     (2, (("CREATE UNLOGGED TABLE mlstream_rate_bucket (key TEXT PRIMARY KEY,"
           " tokens DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, taken BOOLEAN NOT NULL)"),)),
+    # Usage records, spend per key and day, the rpm/tpm windows (usage_store): no trigger,
+    # a recorded call is no change for the caches. And ml-commons' model controllers.
+    (3, (*POSTGRES_SCHEMA, *_records_table("controller"))),
+    # Stored responses of the Responses front: no trigger (nothing cached to reload).
+    (4, ("CREATE TABLE mlstream_response (id TEXT PRIMARY KEY, doc TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)",
+         "CREATE INDEX mlstream_response_expires ON mlstream_response (expires)")),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the
@@ -187,6 +197,33 @@ class PostgresStore(Store):
         rows = self._query(_TAKE_TOKEN, {"key": key, "capacity": capacity, "rate": per_second})
         taken, tokens = rows[0]
         return 0.0 if taken else (1.0 - tokens) / per_second
+
+    def usage(self) -> UsageTables:
+        return PostgresUsage(self.session)
+
+    @contextmanager
+    def session(self) -> Iterator[Any]:
+        """A pooled connection inside a transaction of its own, errors mapped (503 when the
+        database is unreachable): for the usage tables, which take no write lock and
+        send no NOTIFY."""
+        with self._errors("use the PostgreSQL store's usage tables"), self._pool.connection() as conn:
+            with conn.transaction():
+                yield conn
+    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        self._query("DELETE FROM mlstream_response WHERE expires <= EXTRACT(EPOCH FROM clock_timestamp())",
+                    fetch=False)
+        self._query("INSERT INTO mlstream_response (id, doc, expires) VALUES (%s, %s, %s) ON CONFLICT (id)"
+                    " DO UPDATE SET doc = excluded.doc, expires = excluded.expires",
+                    (response_id, json.dumps(doc), expires_at), fetch=False)
+
+    def get_response(self, response_id: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT doc FROM mlstream_response WHERE id = %s"
+                           " AND expires > EXTRACT(EPOCH FROM clock_timestamp())", (response_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def delete_response(self, response_id: str) -> bool:
+        return bool(self._query("DELETE FROM mlstream_response WHERE id = %s"
+                                " AND expires > EXTRACT(EPOCH FROM clock_timestamp()) RETURNING id", (response_id,)))
 
     def change_counter(self) -> int:
         """Bumped by the listener on each NOTIFY; while it is cut off nothing can be

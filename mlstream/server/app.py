@@ -9,6 +9,7 @@
      +-- reaper (ModelReaper: undeploys models idle past their TTL)
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
+     +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
 
 Shutdown (``Server.stop``): stop accepting and close the listening socket, let
 requests in flight (streams included) finish until the drain deadline, cancel the
@@ -27,7 +28,9 @@ from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 
 from ..cluster import ClusterSettings, cluster_uuid
-from ..auth import Authenticator
+from ..auth import Authenticator, KeyStore
+from ..budgets import Accountant
+from ..controllers import Controllers
 from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
@@ -42,9 +45,14 @@ from ..stores import is_postgres, open_store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
+from ..fronts.console import add_console_routes
 from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.routes import build_router
+from ..fronts.anthropic.routes import add_anthropic_routes
+from ..fronts.mlcommons.usage_routes import add_usage_routes
 from ..fronts.openai.routes import add_openai_routes
+from ..fronts.responses.routes import add_responses_routes
+from ..usage_recorder import UsageRecorder
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
 from .transport import HTTPRequestHandler
@@ -128,14 +136,25 @@ class App:
         # Several processes (workers, or instances on one database) share their buckets in
         # the store; a lone process keeps them in memory, at no cost per request.
         shared = workers is not None or is_postgres(settings.store)
-        self.predictor = Predictor(self.cluster, self.upstream, self.pool,
-                                   self.metrics, settings, RateLimiter(self.store if shared else None))
+        # Usage, budgets and controllers: the predictor admits each provider call
+        # (accountant.admit), the transport records it as its request ends (accountant.record).
+        self.usage_tables = self.store.usage()
+        self.recorder = UsageRecorder(self.usage_tables, self.metrics)
+        self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
+        self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
+        self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
+                                   RateLimiter(self.store if shared else None), self.accountant)
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
                                    self.readiness_problems, self.node_identity, self.render_metrics)
         add_openai_routes(self.router, self.registry, self.predictor)
+        add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
+                         self.controllers)
+        add_anthropic_routes(self.router, self.registry, self.predictor)
+        add_responses_routes(self.router, self.registry, self.predictor, self.store, settings.responses_ttl_days)
+        add_console_routes(self.router)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
@@ -178,6 +197,7 @@ class App:
         self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()
+        self.recorder.close()  # after the drain: every call answered is in the queue
         self.store.close()
 
 
@@ -194,7 +214,7 @@ class MLStreamServer(ThreadingHTTPServer):
         self.host = self
         self.settings, self.router, self.authenticator = app.settings, app.router, app.authenticator
         self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
-        self.store = app.store
+        self.store, self.accountant = app.store, app.accountant
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         # Workers each listen on the port their supervisor holds; the kernel spreads connections.

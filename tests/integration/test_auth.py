@@ -22,31 +22,17 @@ from typing import Any
 
 import pytest
 
-from .conftest import (HANG_GUARD, SEED_MESSAGES, Client, openai_connector, raw_request, read_response,
-                       stream_body)
-from .helpers import MLSTREAM, assert_401, bearer, clean_env, client_with, loopback_url, start_serve, stop_serve
+from ..support.clients import Client, assert_401, bearer, client_with
+from ..support.connectors import openai_connector
+from ..support.servers import MLSTREAM, clean_env, create_key, keys_cli, loopback_url, start_serve, stop_serve
+from ..support.streams import SEED_MESSAGES, stream_body
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import raw_request, read_response
 
 ML = "/_plugins/_ml"
 
 
 # --- helpers ---------------------------------------------------------------------------
-
-def keys_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*MLSTREAM, "keys", *args, "--data-dir", str(data_dir)], capture_output=True,
-                          text=True, timeout=HANG_GUARD, env=clean_env())
-
-
-def create_key(data_dir: Path, role: str, name: str) -> str:
-    """`mlstream keys create`; returns the key, which is the last line of stdout, alone."""
-    result = keys_cli(data_dir, "create", "--role", role, "--name", name)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    key = lines[-1]
-    assert key and key == key.strip() and " " not in key, result.stdout
-    assert result.stdout.count(key) == 1, result.stdout  # shown once
-    assert key not in result.stderr
-    return key
-
 
 def list_keys(data_dir: Path) -> tuple[str, list[list[str]]]:
     """(raw stdout, rows of [id, role, name]) of `mlstream keys list`."""
@@ -325,6 +311,25 @@ def test_missing_and_wrong_keys_get_the_same_401_with_no_hint(secured):
     wrong = next(iter(wrong_bodies.values()))
     assert set(missing) == set(wrong) and set(missing["error"]) == set(wrong["error"])
     assert missing["error"]["type"] == wrong["error"]["type"] and missing["status"] == wrong["status"]
+
+
+def test_a_scripts_401_offers_no_basic_challenge_and_every_other_client_keeps_it(secured):
+    """A browser answers a Basic challenge with its password dialog; the console (and any
+    script that says X-Requested-With: XMLHttpRequest) must get its 401 without one, while
+    clients that send credentials only once challenged by Basic keep getting it."""
+    script = {"X-Requested-With": "XMLHttpRequest"}
+    for label, headers in [("nothing", {}), ("wrong bearer", bearer("mls_" + secrets.token_urlsafe(32))),
+                           ("wrong basic", basic("ops", "mls_" + secrets.token_urlsafe(32)))]:
+        plain = client_with(secured.url, headers).call("GET", "/")
+        assert_401(plain)
+        assert plain.headers["WWW-Authenticate"] == 'Basic realm="mlstream", Bearer realm="mlstream"', label
+        scripted = client_with(secured.url, {**headers, **script}).call("GET", "/")
+        assert_401(scripted)
+        assert scripted.headers["WWW-Authenticate"] == 'Bearer realm="mlstream"', label
+        assert scripted.body == plain.body, label  # nothing else differs
+    # the marker changes nothing for a good key
+    assert client_with(secured.url, {**bearer(secured.admin_key), **script}).call("GET", "/").status == 200
+    assert client_with(secured.url, {**basic("ops", secured.user_key), **script}).call("GET", "/").status == 200
 
 
 def test_a_revoked_key_is_refused_at_once_even_on_an_open_connection(secured):

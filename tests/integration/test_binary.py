@@ -19,12 +19,17 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import urllib3
 
 from mlstream import __version__
 from mlstream.testing.fake_bedrock import FakeBedrock
 from mlstream.testing.fake_openai import DEFAULT_TEXT as OPENAI_TEXT
 
-from .conftest import Client, openai_connector, raw_request, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import stream_body
+from ..support.timeouts import SUBPROCESS_HANG_GUARD
+from ..support.wire import raw_request
 
 pytestmark = pytest.mark.slow
 
@@ -32,12 +37,13 @@ ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "dist" / "mlstream"
 BUILD_SCRIPT = ROOT / "packaging" / "build_binary.sh"
 BUILD_TIMEOUT = 900.0  # seconds; a build takes well under a minute here
-HANG_GUARD = 30.0      # seconds: only ever reached when something is broken
 TRUST_LOOPBACK = r"^http://127\.0\.0\.1:.*$"
 
 
 def _sources() -> Iterator[Path]:
-    yield from (ROOT / "mlstream").rglob("*.py")
+    # the modules and the package data the binary carries (the console's files)
+    yield from (path for path in (ROOT / "mlstream").rglob("*")
+                if path.is_file() and "__pycache__" not in path.parts)
     yield from (path for path in (ROOT / "packaging").iterdir() if path.is_file())
     yield from (ROOT / name for name in ("setup.cfg", "pyproject.toml") if (ROOT / name).exists())
 
@@ -70,7 +76,7 @@ def bare(tmp_path: Path) -> dict[str, str]:
 
 def run(binary: Path, *args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(binary), *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=HANG_GUARD)
+                          timeout=SUBPROCESS_HANG_GUARD)
 
 
 def assert_cleaned_up(env: dict[str, str]) -> None:
@@ -106,13 +112,13 @@ class Served:
         lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=lambda: lines.put(self.process.stdout.readline()), daemon=True).start()
         try:
-            line = lines.get(timeout=HANG_GUARD).decode()
+            line = lines.get(timeout=SUBPROCESS_HANG_GUARD).decode()
         except queue.Empty:
             line = ""
         prefix = "mlstream listening on http://127.0.0.1:"
         if not line.startswith(prefix):
             self.process.kill()
-            self.process.wait(timeout=HANG_GUARD)
+            self.process.wait(timeout=SUBPROCESS_HANG_GUARD)
             pytest.fail(f"no listening line: {line!r}\n{self.stderr()}")
         self.url = line.split()[-1]
 
@@ -122,11 +128,11 @@ class Served:
     def terminate(self) -> int:
         self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout=HANG_GUARD)
+            return self.process.wait(timeout=SUBPROCESS_HANG_GUARD)
         finally:
             if self.process.poll() is None:
                 self.process.kill()
-                self.process.wait(timeout=HANG_GUARD)
+                self.process.wait(timeout=SUBPROCESS_HANG_GUARD)
             self.process.stdout.close()
 
 
@@ -167,19 +173,26 @@ def test_serve_streams_and_stops_cleanly_on_sigterm(binary, bare, tmp_path, fake
         connector_id = client.create_connector(openai_connector(fake))
         model_id = client.register(connector_id, deploy=True)
         streamed = raw_request(served.url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
-                               json.dumps(stream_body()).encode(), timeout=HANG_GUARD)
+                               json.dumps(stream_body()).encode(), timeout=SUBPROCESS_HANG_GUARD)
         assert streamed.status == 200, streamed.body
         assert streamed.headers["content-type"].startswith("text/event-stream")
         events = streamed.events()
         assert len(events) > 2 and is_last(events[-1]) and not any(is_last(e) for e in events[:-1])
         assert contents(events) == OPENAI_TEXT
 
+        # The console's files, carried as package data.
+        static = ROOT / "mlstream" / "fronts" / "console" / "static"
+        for path, name in (("/_console", "index.html"), ("/_console/app.js", "app.js")):
+            page = urllib3.request("GET", served.url + path, timeout=HANG_GUARD, retries=False)
+            assert page.status == 200 and page.data == (static / name).read_bytes(), (path, page.status)
+            assert "default-src 'self'" in page.headers["Content-Security-Policy"]
+
         # Bedrock: botocore's SigV4 signer and event-stream decoder, from inside the binary.
         with FakeBedrock(session_token="fake-session-token") as bedrock:
             bedrock_model = client.model_for(bedrock_connector(bedrock))
             answer = raw_request(served.url, "POST", f"/_plugins/_ml/models/{bedrock_model}/_predict/stream",
                                  json.dumps({"parameters": {"inputs": "Who is Hamlet?"}}).encode(),
-                                 timeout=HANG_GUARD)
+                                 timeout=SUBPROCESS_HANG_GUARD)
             assert answer.status == 200, answer.body
             bedrock_events = answer.events()
             assert len(bedrock_events) > 2 and is_last(bedrock_events[-1]), bedrock_events[-3:]

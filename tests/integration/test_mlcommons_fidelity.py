@@ -11,7 +11,10 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from .conftest import SEED_MESSAGES, Client, openai_connector, raw_request, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import SEED_MESSAGES, stream_body
+from ..support.wire import raw_request
 
 ML = "/_plugins/_ml"
 # RestMLRemoteInferenceIT's completions connector body (getConnectorBodyBySkipValidatingMissingParameter)

@@ -13,7 +13,9 @@ from typing import Any
 
 from openai import BadRequestError, OpenAI
 
-from .conftest import SEED_MESSAGES, openai_connector, raw_request, stream_body
+from ..support.connectors import openai_connector
+from ..support.streams import SEED_MESSAGES, stream_body
+from ..support.wire import raw_request
 
 ML = "/_plugins/_ml"
 DESCRIBED = {"description": "This is a test description field"}

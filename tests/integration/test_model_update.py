@@ -18,8 +18,11 @@ from mlstream.registry import now_ms
 from mlstream.server.app import Server
 from mlstream.settings import ServerSettings
 
-from .conftest import LOOPBACK_TRUST, SEED_MESSAGES, Client, openai_connector
-from .helpers import poll_until
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.servers import LOOPBACK_TRUST
+from ..support.streams import SEED_MESSAGES
+from ..support.timeouts import poll_until
 
 ML = "/_plugins/_ml"
 PREDICT = {"parameters": {"messages": SEED_MESSAGES}}
@@ -149,19 +152,28 @@ def test_a_failed_update_changes_nothing(client, fake):
 
 
 def test_an_extension_field_is_one_table_entry(client, fake, monkeypatch):
-    """model_fields.EXTENSION_FIELDS: a validated mlstream field, taken by register and update."""
-    def price(value: Any) -> dict[str, Any]:
-        if not isinstance(value, dict) or not isinstance(value.get("input"), (int, float)):
-            raise model_fields.BadRequest("[pricing.input] must be a number")
-        return {"input": value["input"]}
-    monkeypatch.setitem(model_fields.EXTENSION_FIELDS, "pricing", price)
-    model_id = client.register(client.create_connector(openai_connector(fake)), pricing={"input": 3})
-    assert model(client, model_id)["pricing"] == {"input": 3}
-    client.ok("PUT", f"{ML}/models/{model_id}", {"pricing": {"input": 5}})
-    assert model(client, model_id)["pricing"] == {"input": 5}
-    assert "pricing.input" in reason(client.call("PUT", f"{ML}/models/{model_id}", {"pricing": {}}), 400)
-    monkeypatch.delitem(model_fields.EXTENSION_FIELDS, "pricing")
-    assert "pricing" in reason(client.call("PUT", f"{ML}/models/{model_id}", {"pricing": {"input": 1}}), 400)
+    """model_fields.EXTENSION_FIELDS: a validated mlstream field, taken by register and update
+    (as ``pricing`` is; ``tier`` here is a stand-in for the next one)."""
+    def tier(value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict) or not isinstance(value.get("level"), int):
+            raise model_fields.BadRequest("[tier.level] must be an integer")
+        return {"level": value["level"]}
+    monkeypatch.setitem(model_fields.EXTENSION_FIELDS, "tier", tier)
+    model_id = client.register(client.create_connector(openai_connector(fake)), tier={"level": 3})
+    assert model(client, model_id)["tier"] == {"level": 3}
+    client.ok("PUT", f"{ML}/models/{model_id}", {"tier": {"level": 5}})
+    assert model(client, model_id)["tier"] == {"level": 5}
+    assert "tier.level" in reason(client.call("PUT", f"{ML}/models/{model_id}", {"tier": {}}), 400)
+    monkeypatch.delitem(model_fields.EXTENSION_FIELDS, "tier")
+    assert "tier" in reason(client.call("PUT", f"{ML}/models/{model_id}", {"tier": {"level": 1}}), 400)
+
+
+def test_pricing_is_updated_through_the_table(client, fake):
+    model_id = client.model_for(openai_connector(fake))
+    client.ok("PUT", f"{ML}/models/{model_id}", {"pricing": {"input_per_1m": 0.5, "output_per_1m": 1.5}})
+    assert model(client, model_id)["pricing"]["input_per_1m"] == 0.5
+    assert "pricing.input_per_1m" in reason(client.call(
+        "PUT", f"{ML}/models/{model_id}", {"pricing": {"input_per_1m": -1, "output_per_1m": 1}}), 400)
 
 
 # --- deploy_setting ------------------------------------------------------------------------

@@ -159,7 +159,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         algorithm = req.params.get("algorithm") or req.query.get("algorithm")
         given = processing.parse_predict_input(_required(req.body), algorithm)
         model = resolve(req)
-        prepared = predictor.prepare(model, Ask(given.parameters, given.dataset), request_id=req.request_id)
+        prepared = predictor.prepare(model, Ask(given.parameters, given.dataset), req.meter)
         result = predictor.predict(prepared)
         if req.access is not None:
             req.access.upstream_status = result.upstream_status
@@ -176,7 +176,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         # RestMLPredictionStreamAction puts "stream": "true" into the request's parameters
         # (so it wins), and a connector body may use ${parameters.stream}.
         parameters = {**given.parameters, STREAM_PARAMETER: "true"}
-        prepared = predictor.prepare(model, Ask(parameters), stream=True, request_id=req.request_id)
+        prepared = predictor.prepare(model, Ask(parameters), req.meter, stream=True)
         return StreamReply(predictor.open_stream(prepared), ML_COMMONS_EVENTS)
 
     def resolve(req: Request) -> ResolvedModel:
