@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable, Mapping
 
-from . import processing
+from . import interfaces, processing
 from .cluster import ClusterSettings
 from .connectors import Connector, UpstreamRequest, merge_parameters, render_request
 from .auth import ApiKey
@@ -207,6 +207,8 @@ class Predictor:
         """
         if stream:
             self.check_stream_enabled()
+        if model.interface:
+            interfaces.check_input(model.interface, _input_instance(ask))
         connector = model.connector
         request_parameters = processing.escape_input_parameters(ask.parameters)
         if ask.reshape is not None:
@@ -272,8 +274,10 @@ class Predictor:
             raise
         _meter_tokens(prepared, [a.tokens for a in answers])
         upstream_seconds = max(a.done for a in answers) - min(a.sent for a in answers)
-        return PredictResult({"inference_results": [a.entry for a in answers]},
-                             answers[-1].status, upstream_seconds)
+        body = {"inference_results": [a.entry for a in answers]}
+        # MLPredictTaskRunner.validateOutputSchema: the answer, once the provider has given it
+        interfaces.check_output(prepared.model.interface, body)
+        return PredictResult(body, answers[-1].status, upstream_seconds)
 
     def exchange(self, prepared: Prepared) -> bytes:
         """A prepared request's non-stream answer: the provider's body."""
@@ -375,6 +379,17 @@ def _pre_processed(connector: Connector, chunk: processing.Dataset | None,
     if not processed:   # a plain call: nothing to add
         return parameters
     return {**connector.parameters, **processed, **request_parameters}
+
+
+def _input_instance(ask: Ask) -> dict[str, Any]:
+    """What a model's input schema checks: ml-commons' MLInput for this call (the client's
+    parameters as sent, or its dataset)."""
+    dataset = ask.dataset
+    if isinstance(dataset, processing.TextDocs):
+        return interfaces.input_instance(None, dataset.docs)
+    if isinstance(dataset, processing.TextSimilarity):
+        return interfaces.input_instance(None, dataset.docs, dataset.query_text)
+    return interfaces.input_instance(ask.parameters)
 
 
 def _meter_tokens(prepared: Prepared, counted: list[TokenCounts | None]) -> None:

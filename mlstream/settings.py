@@ -107,6 +107,7 @@ STREAM_ENABLED = "plugins.ml_commons.stream_enabled"
 TRUSTED_ENDPOINTS = "plugins.ml_commons.trusted_connector_endpoints_regex"
 PRIVATE_IP_ENABLED = "plugins.ml_commons.connector.private_ip_enabled"
 AUTO_DEPLOY = "plugins.ml_commons.model_auto_deploy.enable"
+SYNC_UP_INTERVAL = "plugins.ml_commons.sync_up_job_interval_in_seconds"
 
 # ml-commons' default trusted endpoints (MLCommonsSettings.ML_COMMONS_TRUSTED_CONNECTOR_ENDPOINTS_REGEX).
 DEFAULT_TRUSTED_ENDPOINTS: tuple[str, ...] = (
@@ -182,9 +183,10 @@ CLUSTER_SETTINGS: dict[str, ClusterSetting] = {setting.key: setting for setting 
     *_bools("stored, no effect: see `/metrics` and `_plugins/_ml/stats` for what mlstream counts",
             metrics_static_collection_enabled=False),
     *_ints(_NODES, max_model_on_node=(10, 0, 10000), max_register_model_tasks_per_node=(10, 0, 10),
-           max_deploy_model_tasks_per_node=(10, 0, 10), max_ml_task_per_node=(10, 0, 10000),
-           sync_up_job_interval_in_seconds=(10, 0, 86400), ml_task_timeout_in_seconds=(600, 1, 86400),
-           model_auto_redeploy__lifetime_retry_times=(3, None, None)),
+           max_deploy_model_tasks_per_node=(10, 0, 10), max_ml_task_per_node=(10, 0, 10000)),
+    *_ints("acted on: how often deployed models are checked against their `deploy_setting.model_ttl_minutes` "
+           "(MLSyncUpCron's cadence); 0 stops the check", sync_up_job_interval_in_seconds=(10, 0, 86400)),
+    *_ints(_NODES, ml_task_timeout_in_seconds=(600, 1, 86400), model_auto_redeploy__lifetime_retry_times=(3, None, None)),
     *_ints(_FEATURES, max_batch_inference_tasks=(100, 0, 10000), max_batch_ingestion_tasks=(100, 0, 10000),
            batch_ingestion_bulk_size=(500, 100, 100000), memory__retention_job_interval_hours=(24, 1, 168),
            memory__retention_job_throttle_seconds=(5, 1, 60), memory__orphan_ttl_days=(7, 1, 365),

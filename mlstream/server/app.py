@@ -6,6 +6,7 @@
                +-- MLStreamServer                 carries the App
     App
      +-- store (SQLiteStore or PostgresStore)  cluster (ClusterSettings)  registry (Registry)
+     +-- reaper (ModelReaper: undeploys models idle past their TTL)
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
      +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
@@ -23,6 +24,7 @@ import socket
 import ssl
 import sys
 import threading
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 
 from ..cluster import ClusterSettings, cluster_uuid
@@ -32,9 +34,10 @@ from ..controllers import Controllers
 from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
+from ..model_ttl import ModelReaper
 from ..predict import Predictor
 from ..registry import Registry
-from ..settings import AUTO_DEPLOY, ServerSettings
+from ..settings import AUTO_DEPLOY, SYNC_UP_INTERVAL, ServerSettings
 from ..speedups import start_thread_nowait
 from ..store import Store
 from ..ratelimit import RateLimiter
@@ -110,7 +113,8 @@ class InFlight:
 
 class App:
     def __init__(self, settings: ServerSettings, *, store: Store | None = None,
-                 codec: CredentialCodec | None = None, workers: WorkerLink | None = None) -> None:
+                 codec: CredentialCodec | None = None, workers: WorkerLink | None = None,
+                 clock: Callable[[], int] | None = None) -> None:
         self.settings = settings
         self.workers = workers  # this process's siblings under ``serve --workers N``
         self.store = store or open_store(settings.store, settings.data_dir)
@@ -122,8 +126,10 @@ class App:
             raise
         self.cluster = ClusterSettings(self.store, settings)
         self.authenticator = Authenticator(self.store)
+        # clock: wall time in ms for model TTLs (None: the real one; a test moves its own).
         self.registry = Registry(self.store, codec, lambda: self.cluster.endpoint_policy,
-                                 lambda: bool(self.cluster.value(AUTO_DEPLOY)))
+                                 lambda: bool(self.cluster.value(AUTO_DEPLOY)), **({"clock": clock} if clock else {}))
+        self.reaper = ModelReaper(self.registry, lambda: int(self.cluster.value(SYNC_UP_INTERVAL))).start()
         self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
         self.upstream = UpstreamClient()
         self.metrics = Metrics(self.pool)
@@ -187,6 +193,7 @@ class App:
     def close(self) -> None:
         if self.workers is not None:
             self.workers.close()
+        self.reaper.stop()
         self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()

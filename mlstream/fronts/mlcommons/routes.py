@@ -20,6 +20,7 @@ from .errors import ML_COMMONS_FRONT
 from .events import ML_COMMONS_EVENTS
 
 PREFIX = "/_plugins/_ml"
+STREAM_PARAMETER = "stream"
 
 
 def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSettings, metrics: Metrics,
@@ -129,6 +130,12 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def get_model(req: Request) -> Reply:
         return Reply(200, registry.get_model(req.params["model_id"]))
 
+    @add("PUT", f"{PREFIX}/models/{{model_id}}")
+    def update_model(req: Request) -> Reply:
+        # RestMLUpdateModelAction: an UpdateResponse
+        registry.update_model(req.params["model_id"], req.body)
+        return Reply(200, _result(req.params["model_id"], ".plugins-ml-model", "updated"))
+
     @add("DELETE", f"{PREFIX}/models/{{model_id}}")
     def delete_model(req: Request) -> Reply:
         registry.delete_model(req.params["model_id"])
@@ -166,7 +173,10 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         predictor.check_stream_enabled()
         given = processing.parse_predict_input(_required(req.body), "remote")
         model = resolve(req)
-        prepared = predictor.prepare(model, Ask(given.parameters), req.meter, stream=True)
+        # RestMLPredictionStreamAction puts "stream": "true" into the request's parameters
+        # (so it wins), and a connector body may use ${parameters.stream}.
+        parameters = {**given.parameters, STREAM_PARAMETER: "true"}
+        prepared = predictor.prepare(model, Ask(parameters), req.meter, stream=True)
         return StreamReply(predictor.open_stream(prepared), ML_COMMONS_EVENTS)
 
     def resolve(req: Request) -> ResolvedModel:
