@@ -26,7 +26,8 @@ from .ratelimit import take
 log = logging.getLogger(__name__)
 
 # meta: the store's own bookkeeping (e.g. the master-key check value).
-KINDS = ("connector", "model", "task", "apikey", "meta", "model_group")
+# stopword_index, stopword_doc: the stop-word indices of guardrails (``stopwords``).
+KINDS = ("connector", "model", "task", "apikey", "meta", "model_group", "stopword_index", "stopword_doc")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
 BUSY_TIMEOUT = 10.0
 
