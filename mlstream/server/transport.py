@@ -186,9 +186,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._access.model_id = params.get("model_id")
             if route.role != "public":
                 host.authenticator.authenticate(self.headers.get("Authorization"), route.role)
-            check_content_type(self.headers.get("Content-Type"), self._declares_body())
-            request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
-                              self._request_id, self._access, self.connection)
+            check_content_type(self.headers.get("Content-Type"), self._declares_body(), route.raw_body)
+            body = self._read_body()
+            request = Request(self.command, path, query, body if route.raw_body else parse_json_body(body), params,
+                              started, self._request_id, self._access, self.connection)
             reply = route.handler(request)
             if isinstance(reply, StreamReply):
                 self._stream(reply, started)
