@@ -32,6 +32,7 @@ from . import processing
 from .cluster import ClusterSettings
 from .connectors import Connector, UpstreamRequest, merge_parameters, render_request
 from .errors import BadRequest, MLStreamError, ShuttingDown, UpstreamError
+from .guardrails import Checks, Guardrails, check_input, check_output
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
 from .providers import Dialect, StreamKind, dialect_for, known_dialect
@@ -130,13 +131,15 @@ class Predictor:
     tensors), ``exchange`` (the provider's own answer) or ``open_stream``."""
 
     def __init__(self, cluster: ClusterSettings, upstream: UpstreamClient, pool: StreamPool, metrics: Metrics,
-                 server: ServerSettings, rate_limiter: RateLimiter | None = None) -> None:
+                 server: ServerSettings, rate_limiter: RateLimiter | None = None,
+                 guardrail_checks: Checks | None = None) -> None:
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
         self._metrics = metrics
         self._server = server
         self._rate_limiter = rate_limiter or RateLimiter()
+        self._guardrail_checks = guardrail_checks  # what a model's guardrails read and ask
         # Runs the extra upstream requests of a predict call split into several (the
         # handler's own thread runs one share); threads start only when first needed.
         self._fanout = ThreadPoolExecutor(max_workers=server.stream_workers,
@@ -174,6 +177,10 @@ class Predictor:
             parameters = calls[0].parameters
             dialect = dialect_for(parameters, connector) if stream else known_dialect(parameters, connector)
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
+        if model.guardrails is not None:  # as ml-commons: after the rate limit, each request's payload
+            for call in calls:
+                check_input(model.guardrails, (call.request.body or b"").decode("utf-8", "replace"),
+                            call.parameters, self._guardrail_checks)
         return Prepared(model, dialect, tuple(calls), stream)
 
     @staticmethod
@@ -225,15 +232,15 @@ class Predictor:
     def exchange(self, prepared: Prepared) -> bytes:
         """A prepared request's non-stream answer: the provider's body."""
         try:
-            return self._exchange(prepared.model.connector, prepared.request)[1]
+            return self._exchange(prepared.model.connector, prepared.request, prepared.model.guardrails)[1]
         except UpstreamError as error:
             self._metrics.upstream_failure(error)
             raise
 
     def _run(self, prepared: Prepared) -> list[_Answer]:
-        calls, connector = prepared.calls, prepared.model.connector
+        calls, connector, guardrails = prepared.calls, prepared.model.connector, prepared.model.guardrails
         if len(calls) == 1:
-            return [self._answer(connector, calls[0])]
+            return [self._answer(connector, calls[0], guardrails)]
         lanes = min(len(calls), connector.client_config.max_connection, MAX_FANOUT)
         answers: list[_Answer | None] = [None] * len(calls)
         failed = threading.Event()
@@ -244,7 +251,7 @@ class Predictor:
                 if failed.is_set():
                     return
                 try:
-                    answers[index] = self._answer(connector, calls[index])
+                    answers[index] = self._answer(connector, calls[index], guardrails)
                 except BaseException:
                     failed.set()
                     raise
@@ -269,20 +276,24 @@ class Predictor:
             raise errors[0]
         return [answer for answer in answers if answer is not None]
 
-    def _answer(self, connector: Connector, call: UpstreamCall) -> _Answer:
+    def _answer(self, connector: Connector, call: UpstreamCall, guardrails: Guardrails | None) -> _Answer:
         sent = time.monotonic()
-        status, payload = self._exchange(connector, call.request)
+        status, payload = self._exchange(connector, call.request, guardrails)
         done = time.monotonic()
         output = _output(connector.action("predict").post_process_function, payload, call.parameters)
         return _Answer({"output": output, "status_code": status}, status, sent, done)
 
-    def _exchange(self, connector: Connector, request: UpstreamRequest) -> tuple[int, bytes]:
-        """One non-stream upstream call: the provider's 2xx status and body, or its error raised."""
+    def _exchange(self, connector: Connector, request: UpstreamRequest,
+                  guardrails: Guardrails | None = None) -> tuple[int, bytes]:
+        """One non-stream upstream call: the provider's 2xx status and body, or its error
+        raised; the model's output guardrail checks the body (ml-commons' processOutput)."""
         call = self._call(request, connector)
         response = call.open(_wait_uninterrupted)
         payload = call.read_body(response)
         if response.status >= 300:
             raise call.error(response, payload)
+        if guardrails is not None:
+            check_output(guardrails, payload.decode("utf-8", "replace"), self._guardrail_checks)
         return response.status, payload
 
     # --- stream -------------------------------------------------------------------------

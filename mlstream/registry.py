@@ -18,6 +18,7 @@ from .connectors import (DRY_RUN, DRY_RUN_CONNECTOR_ID, Connector, action_url_wi
 from .credentials import CredentialCodec
 from .endpoints import EndpointPolicy
 from .errors import BadRequest, Conflict, NotFound
+from .guardrails import Guardrails, parse as parse_guardrails
 from .ratelimit import RateLimit, parse_rate_limiter
 from .search import run_search
 from .store import Record, Store
@@ -53,6 +54,7 @@ class ResolvedModel:
     state: str
     connector: Connector
     rate_limit: RateLimit | None
+    guardrails: Guardrails | None = None  # checked by the predictor (``guardrails``)
 
 
 class Registry:
@@ -137,6 +139,7 @@ class Registry:
         if description is not None and not isinstance(description, str):
             raise BadRequest("[description] must be a string")
         rate_limiter = parse_rate_limiter(body.get("rate_limiter"))
+        guardrails = parse_guardrails(body.get("guardrails"))
         group = body.get("model_group_id")
         if group is not None and not isinstance(group, str):
             raise BadRequest("[model_group_id] must be a string")
@@ -154,6 +157,8 @@ class Registry:
             doc["last_deployed_time"] = stamp
         if rate_limiter is not None:
             doc["rate_limiter"] = {"limit": rate_limiter.limit_text, "unit": rate_limiter.unit}
+        if guardrails is not None:
+            doc["guardrails"] = guardrails.to_doc()
         secret = None
         with self._store.transaction():
             group_id, version = self._next_version(group, name, description, access)
@@ -352,7 +357,8 @@ class Registry:
                 connector = self._connector(self._connector_record(record.doc["connector_id"]))
         limiter = record.doc.get("rate_limiter")
         resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector,
-                                 parse_rate_limiter(limiter) if limiter else None)
+                                 parse_rate_limiter(limiter) if limiter else None,
+                                 parse_guardrails(record.doc.get("guardrails")))
         with self._cache_lock:
             if generation == self._cache_generation:
                 self._cache[model_id] = resolved

@@ -8,6 +8,7 @@
      +-- store (SQLiteStore or PostgresStore)  cluster (ClusterSettings)  registry (Registry)
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
+     +-- stop_words (StopWordIndices): what guardrails percolate
 
 Shutdown (``Server.stop``): stop accepting and close the listening socket, let
 requests in flight (streams included) finish until the drain deadline, cancel the
@@ -29,10 +30,12 @@ from ..auth import Authenticator
 from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
-from ..predict import Predictor
+from ..guardrails import Checks
+from ..predict import Ask, Predictor
 from ..registry import Registry
 from ..settings import AUTO_DEPLOY, ServerSettings
 from ..speedups import start_thread_nowait
+from ..stopwords import StopWordIndices
 from ..store import Store
 from ..ratelimit import RateLimiter
 from ..stores import is_postgres, open_store
@@ -40,6 +43,7 @@ from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
 from ..fronts.mlcommons.node import NodeIdentity
+from ..fronts.mlcommons.indices import add_index_routes
 from ..fronts.mlcommons.routes import build_router
 from ..fronts.openai.routes import add_openai_routes
 from .deadlines import Deadlines
@@ -122,17 +126,28 @@ class App:
         # Several processes (workers, or instances on one database) share their buckets in
         # the store; a lone process keeps them in memory, at no cost per request.
         shared = workers is not None or is_postgres(settings.store)
+        self.stop_words = StopWordIndices(self.store)
         self.predictor = Predictor(self.cluster, self.upstream, self.pool,
-                                   self.metrics, settings, RateLimiter(self.store if shared else None))
+                                   self.metrics, settings, RateLimiter(self.store if shared else None),
+                                   Checks(self.stop_words.percolate, self.ask_guardrail_model))
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
                                    self.readiness_problems, self.node_identity, self.render_metrics)
         add_openai_routes(self.router, self.registry, self.predictor)
+        add_index_routes(self.router, self.stop_words)  # last: /{index} takes what no other route does
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
+
+    def ask_guardrail_model(self, model_id: str, parameters: dict) -> object:
+        """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest
+        with these parameters): the answer's ``dataAsMap["response"]``."""
+        model = self.registry.resolve(model_id)
+        result = self.predictor.predict(self.predictor.prepare(model, Ask(parameters)))
+        output = result.body["inference_results"][0]["output"][0]
+        return output.get("dataAsMap", {}).get("response")
 
     def node_identity(self) -> NodeIdentity:
         return NodeIdentity(self.cluster_uuid, self.bound_address[0], self.bound_address[1],
