@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from mlstream import guardrails
+from mlstream.connectors import UpstreamRequest
 from mlstream.errors import BadRequest, GuardrailTriggered, IndexNotFound, UpstreamError
 from mlstream.guardrails import (Checks, LocalRegexGuardrail, ModelGuardrail, StopWords, check_input, check_output,
                                  gson_escaped, gson_json, parse, validate)
+from mlstream.providers.bedrock import BEDROCK_CONVERSE
 
 STOP_WORDS = {"index_name": "test_index", "source_fields": ["test_field"]}
 LOCAL = {"stop_words": [STOP_WORDS], "regex": ["regex1"]}
@@ -214,3 +216,28 @@ def test_gson_writes_strings_without_html_escaping():
     assert gson_escaped("line\u2028\"q\"\t") == "line\\u2028\\\"q\\\"\\t"
     assert gson_json({"a": [1, 2.5, None, True]}) == '{"a":[1.0,2.5,null,true]}'
     assert guardrails.MAX_NESTED_GUARDRAIL_MODELS >= 1
+
+
+# --- streams: ml-commons' BedrockStreamingHandler.parseGuardrailConfig (#4550) ------------------------
+
+@pytest.mark.parametrize("config, sent", [
+    ({"guardrailIdentifier": "test-guardrail-id", "guardrailVersion": "1", "trace": "enabled"},
+     {"guardrailIdentifier": "test-guardrail-id", "guardrailVersion": "1", "trace": "enabled",
+      "streamProcessingMode": "async"}),
+    ({"guardrailIdentifier": "test-guardrail-id"},
+     {"guardrailIdentifier": "test-guardrail-id", "streamProcessingMode": "async"}),
+    ({}, {"streamProcessingMode": "async"}),
+    ({"guardrailIdentifier": "g", "streamProcessingMode": "sync", "other": 1},
+     {"guardrailIdentifier": "g", "streamProcessingMode": "async"}),
+], ids=["all-fields", "partial", "empty", "sync-overridden"])
+def test_a_bedrock_guardrail_streams_asynchronously(config, sent):
+    request = UpstreamRequest("POST", "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse", {},
+                              json.dumps({"messages": [], "guardrailConfig": config}).encode())
+    streamed = BEDROCK_CONVERSE.stream_request(request, None, {})  # type: ignore[arg-type]
+    assert json.loads(streamed.body) == {"messages": [], "guardrailConfig": sent}
+
+
+def test_a_converse_body_without_a_guardrail_goes_out_untouched():
+    body = b'{"messages": [],  "system": []}'
+    request = UpstreamRequest("POST", "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse", {}, body)
+    assert BEDROCK_CONVERSE.stream_request(request, None, {}).body is body  # type: ignore[arg-type]
