@@ -4,6 +4,8 @@ then the same guardrails on ``_predict/stream`` and the OpenAI front."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -304,3 +306,33 @@ def test_document_routes_are_admin_only(make_server, tmp_path):
                          ("DELETE", "/words"), ("POST", "/_bulk")):
         assert user.call(method, path, {"title": "x"}).status == 403, (method, path)
     assert admin.call("PUT", "/words", {}).status == 200
+
+
+# --- docs/guardrails.md, as written ---------------------------------------------------------------
+
+
+def test_the_docs_walkthrough_runs_as_written(server, fake):
+    page = (Path(__file__).resolve().parents[2] / "docs" / "guardrails.md").read_text(encoding="utf-8")
+    walkthrough = page.split("## Walk-through: stop words", 1)[1].split("\n## ", 1)[0]
+    calls = re.findall(r'curl -X (\w+) "http://localhost:9200([^"]+)".*?(?:-d|--data-binary) ?\'\n?(.*?)\'',
+                       walkthrough, re.S)
+    assert [(method, path) for method, path, _ in calls] == [
+        ("PUT", "/words0"), ("PUT", "/words0/_doc/1?refresh"), ("POST", "/_bulk"),
+        ("POST", "/_plugins/_ml/models/_register?deploy=true"), ("POST", "/_plugins/_ml/models/<your_model_id>/_predict")]
+    client = Client(server.url)
+    connector_id = client.create_connector(openai_connector(fake))
+    model_id = None
+    for method, path, body in calls:
+        if path == "/_bulk":
+            reply = ndjson(client, path, body)
+            assert reply.status == 200 and reply.body["errors"] is False
+            continue
+        body = body.replace("<your_connector_id>", connector_id)
+        reply = client.call(method, path.replace("<your_model_id>", str(model_id)), json.loads(body))
+        if path.endswith("/_predict"):
+            refused(reply, INPUT_REFUSED)
+        else:
+            assert reply.status in (200, 201), reply.body
+            model_id = reply.body.get("model_id", model_id)
+    clean = {"parameters": {"messages": [{"role": "user", "content": "Explain a client server architecture"}]}}
+    assert client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict", clean).status == 200
