@@ -86,6 +86,9 @@ class Ask:
     # headers and credentials stay the connector's). None: ml-commons' _predict, whose
     # connector's pre-process function, if any, shapes the parameters instead.
     reshape: Reshape | None = None
+    # What a model guardrail asks about when the parameters hold no ``question`` (ml-commons'
+    # only input for it): a front's own request names it (OpenAI's: the last user message).
+    question: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +182,9 @@ class Predictor:
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
         if model.guardrails is not None:  # as ml-commons: after the rate limit, each request's payload
             for call in calls:
+                asked = call.parameters if ask.question is None else {"question": ask.question, **call.parameters}
                 check_input(model.guardrails, (call.request.body or b"").decode("utf-8", "replace"),
-                            call.parameters, self._guardrail_checks)
+                            asked, self._guardrail_checks)
         return Prepared(model, dialect, tuple(calls), stream)
 
     @staticmethod

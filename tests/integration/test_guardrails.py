@@ -251,6 +251,24 @@ def test_openai_front_output_refusal_is_an_openai_error(client, fake):
     openai_refused(reply, OUTPUT_REFUSED)
 
 
+@pytest.mark.parametrize("verdict", ["accept", "reject"])
+def test_openai_front_model_input_guardrail_asks_about_the_last_user_message(client, fake, verdict):
+    """ml-commons' model guardrail asks about the ``question`` parameter; on /v1 the question
+    is the last user message (mlstream's choice: the OpenAI API has no parameters)."""
+    guard_id = guardrail_model(client, fake, verdict)
+    model_id = chat_model(client, fake, {"type": "model", "input_guardrail": {
+        "model_id": guard_id, "response_validation_regex": ACCEPT}})
+    reply = client.call("POST", "/v1/chat/completions", {"model": model_id, "messages": [
+        {"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "is this fine"}]})
+    if verdict == "accept":
+        assert reply.status == 200, reply.body
+    else:
+        openai_refused(reply, INPUT_REFUSED)
+    asked = [r.body["prompt"] for r in fake.stats.requests if "judge" in str(r.body.get("prompt"))]
+    assert asked and "Here is the input: is this fine." in asked[-1]
+
+
 def test_openai_front_completions_with_a_model_guardrail(client, fake):
     guard_id = guardrail_model(client, fake, "reject")
     connector = openai_connector(fake, model="gpt-fake", path="/v1/completions")
