@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .common import JsonEventDecoder, ToolCalls, counts, encode_body, json_object, json_object_body, text
+from ..token_counts import token_counts
 from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 
@@ -132,7 +133,8 @@ class AnthropicStreamDecoder(JsonEventDecoder):
             self._usage.update(json_object(value.get("usage")))
             return ()
         if kind == "message_stop":
-            return [Done(self._stop_reason, counts(self._usage, USAGE_FIELDS) if self._usage else None)]
+            return [Done(self._stop_reason, counts(self._usage, USAGE_FIELDS) if self._usage else None,
+                         token_counts(self._usage))]
         if kind == "error":
             error = json_object(value.get("error"))
             kind_name = text(error.get("type")) or "error"

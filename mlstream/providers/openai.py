@@ -9,6 +9,7 @@ from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError
 from ..speedups import loads_json
 from ..sse import SSEDecoder
+from ..token_counts import TokenCounts, token_counts
 from .common import count as _count, encode_body as _encode_body, json_object_body as _json_object_body
 from .base import StreamKind
 from .events import Chunk, Delta, Done, Failure, StreamItem
@@ -59,6 +60,7 @@ class OpenAIStreamDecoder:
         self._sse = SSEDecoder()
         self._finish_reason: str | None = None
         self._usage: dict[str, int] | None = None
+        self._tokens: TokenCounts | None = None
         self._ended = False
         self._opening = relay          # relaying, and no chunk seen yet
         self._held: Chunk | None = None  # the role-only opening chunk, until the next item
@@ -85,7 +87,7 @@ class OpenAIStreamDecoder:
 
     def _on_event(self, data: str) -> StreamItem | None:
         if data == _DONE_MARKER:
-            return Done(self._finish_reason, self._usage)
+            return Done(self._finish_reason, self._usage, self._tokens)
         try:
             chunk = loads_json(data)
         except ValueError:
@@ -95,6 +97,8 @@ class OpenAIStreamDecoder:
         if chunk.get("error") is not None:
             return Failure(UpstreamError(f"the provider failed mid-stream: {_error_message(chunk['error'])}"))
         if self._relay:
+            if "usage" in chunk:  # the last chunk, when the client asked for include_usage
+                self._tokens = token_counts(chunk["usage"])
             if self._opening:
                 self._opening = False
                 if _role_only(chunk):
@@ -104,6 +108,7 @@ class OpenAIStreamDecoder:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = {name: _count(usage.get(name)) for name in USAGE_FIELDS}
+            self._tokens = token_counts(usage)
         choices = chunk.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             return None

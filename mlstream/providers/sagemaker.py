@@ -41,6 +41,7 @@ from ..sse import SSEDecoder
 from ..upstream import MAX_RESPONSE_BYTES as UPSTREAM_MAX_RESPONSE_BYTES
 from .common import (JsonEventDecoder, JsonLinesDecoder, ToolCalls, count, counts, encode_body, json_object,
                      json_object_body, text)
+from ..token_counts import TokenCounts, token_counts
 from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 from .eventstream import EventStreamDecoder, exception_of
@@ -67,7 +68,8 @@ def _token_items(value: dict[str, Any]) -> list[StreamItem]:
     items: list[StreamItem] = [Delta(piece)] if piece and token.get("special") is not True else []
     if isinstance(value.get("generated_text"), str):
         details = json_object(value.get("details"))
-        items.append(Done(text(details.get("finish_reason")), counts(details, USAGE_FIELDS) if details else None))
+        items.append(Done(text(details.get("finish_reason")), counts(details, USAGE_FIELDS) if details else None,
+                          token_counts(details)))
     return items
 
 
@@ -104,6 +106,7 @@ class _ChatChunks:
         super().__init__()
         self._finish_reason: str | None = None
         self._usage: dict[str, int | None] | None = None
+        self._tokens: TokenCounts | None = None
         self._tools = ToolCalls()
         self._open_calls: list[int] = []
 
@@ -119,6 +122,7 @@ class _ChatChunks:
             return [Failure(UpstreamError(f"Error from remote service: {str(message)[:500]}"))]
         if isinstance(value.get("usage"), dict):
             self._usage = counts(value["usage"], CHAT_USAGE_FIELDS)
+            self._tokens = token_counts(value["usage"])
         choices = value.get("choices")
         if not isinstance(choices, list) or not choices:
             return ()
@@ -163,7 +167,7 @@ class _ChatChunks:
         return items
 
     def _done(self) -> StreamItem:
-        return Done(self._finish_reason, self._usage)
+        return Done(self._finish_reason, self._usage, self._tokens)
 
     def at_end(self) -> StreamItem:
         if self._finish_reason is None:

@@ -8,6 +8,7 @@
      +-- store (SQLiteStore or PostgresStore)  cluster (ClusterSettings)  registry (Registry)
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
+     +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
      +-- stop_words (StopWordIndices): what guardrails percolate
 
 Shutdown (``Server.stop``): stop accepting and close the listening socket, let
@@ -26,12 +27,14 @@ import threading
 from http.server import ThreadingHTTPServer
 
 from ..cluster import ClusterSettings, cluster_uuid
-from ..auth import Authenticator
+from ..auth import Authenticator, KeyStore
+from ..budgets import Accountant
+from ..controllers import Controllers
 from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
 from ..guardrails import Checks
-from ..predict import Ask, Predictor
+from ..predict import Ask, CallMeter, Predictor
 from ..registry import Registry
 from ..settings import AUTO_DEPLOY, ServerSettings
 from ..speedups import start_thread_nowait
@@ -45,7 +48,9 @@ from ..upstream import UpstreamClient
 from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.indices import add_index_routes
 from ..fronts.mlcommons.routes import build_router
+from ..fronts.mlcommons.usage_routes import add_usage_routes
 from ..fronts.openai.routes import add_openai_routes
+from ..usage_recorder import UsageRecorder
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
 from .transport import HTTPRequestHandler
@@ -127,8 +132,14 @@ class App:
         # the store; a lone process keeps them in memory, at no cost per request.
         shared = workers is not None or is_postgres(settings.store)
         self.stop_words = StopWordIndices(self.store)
-        self.predictor = Predictor(self.cluster, self.upstream, self.pool,
-                                   self.metrics, settings, RateLimiter(self.store if shared else None),
+        # Usage, budgets and controllers: the predictor admits each provider call
+        # (accountant.admit), the transport records it as its request ends (accountant.record).
+        self.usage_tables = self.store.usage()
+        self.recorder = UsageRecorder(self.usage_tables, self.metrics)
+        self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
+        self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
+        self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
+                                   RateLimiter(self.store if shared else None), self.accountant,
                                    Checks(self.stop_words.percolate, self.ask_guardrail_model))
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
@@ -136,6 +147,8 @@ class App:
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
                                    self.readiness_problems, self.node_identity, self.render_metrics)
         add_openai_routes(self.router, self.registry, self.predictor)
+        add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
+                         self.controllers)
         add_index_routes(self.router, self.stop_words)  # last: /{index} takes what no other route does
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
@@ -143,9 +156,10 @@ class App:
 
     def ask_guardrail_model(self, model_id: str, parameters: dict) -> object:
         """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest
-        with these parameters): the answer's ``dataAsMap["response"]``."""
+        with these parameters): the answer's ``dataAsMap["response"]``. Its own meter: the
+        guardrail model's call is not admitted against, nor recorded for, the caller's key."""
         model = self.registry.resolve(model_id)
-        result = self.predictor.predict(self.predictor.prepare(model, Ask(parameters)))
+        result = self.predictor.predict(self.predictor.prepare(model, Ask(parameters), CallMeter()))
         output = result.body["inference_results"][0]["output"][0]
         return output.get("dataAsMap", {}).get("response")
 
@@ -186,6 +200,7 @@ class App:
         self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()
+        self.recorder.close()  # after the drain: every call answered is in the queue
         self.store.close()
 
 
@@ -202,7 +217,7 @@ class MLStreamServer(ThreadingHTTPServer):
         self.host = self
         self.settings, self.router, self.authenticator = app.settings, app.router, app.authenticator
         self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
-        self.store = app.store
+        self.store, self.accountant = app.store, app.accountant
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         # Workers each listen on the port their supervisor holds; the kernel spreads connections.

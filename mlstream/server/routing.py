@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from ..errors import BadRequest, MethodNotAllowed, NotFound
+from ..auth import ApiKey
+from ..errors import BadRequest, MethodNotAllowed, MLStreamError, NotFound
 from ..logs import AccessRecord
-from ..errors import MLStreamError
-from ..predict import PendingStream
+from ..predict import CallMeter, PendingStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,10 @@ class Request:
     # Set by the predict routes once the URL's model was found: only then is the request
     # counted as that model's prediction (random ids must not fill the per-model counts).
     model_resolved: bool = False
+    # The caller's API key once authenticated; None on a public route or while no key exists.
+    key: ApiKey | None = None
+    # This request's provider call, for its usage record: fronts hand it to ``Predictor.prepare``.
+    meter: CallMeter = field(default_factory=CallMeter)
 
     def mark_model_resolved(self) -> None:
         self.model_resolved = True

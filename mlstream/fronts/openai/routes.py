@@ -105,7 +105,7 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
                 fields.pop("stream_options", None)  # the provider refuses it without stream
             prepared = predictor.prepare(model, Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields),
                                                     question=question),
-                                         stream=stream, dialect=dialect, request_id=req.request_id)
+                                         req.meter, stream=stream, dialect=dialect)
             if not stream:
                 return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
             events = OpenAIChatEvents(completion_id="", created=0, model=reference, include_usage=usage, relay=True)
@@ -121,9 +121,8 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
         # Gemini blueprint is {"contents": ${parameters.contents}}), and the last user text
         # as ${parameters.inputs}; then the fields are set on what it rendered.
         parameters = {**fields, "inputs": wire.last_user_text(body)}
-        prepared = predictor.prepare(model, Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields),
-                                                question=question),
-                                     stream=stream, dialect=dialect, request_id=req.request_id)
+        ask = Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields), question=question)
+        prepared = predictor.prepare(model, ask, req.meter, stream=stream, dialect=dialect)
         completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if not stream:
             answer = wire.loads_answer(predictor.exchange(prepared))
@@ -147,13 +146,13 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
             fields = wire.client_fields(body)
             prepared = predictor.prepare(model, Ask({**fields, "input": texts},
                                                     reshape=lambda rendered: wire.overlay(rendered, fields)),
-                                         request_id=req.request_id)
+                                         req.meter)
             return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
         if body.get("dimensions") is not None:
             raise InvalidField(f"model [{model.model_id}] does not take 'dimensions': its connector is not an "
                                "OpenAI embeddings one", param="dimensions")
         ask = Ask({}, processing.TextDocs(tuple(texts)))
-        result = predictor.predict(predictor.prepare(model, ask, request_id=req.request_id))
+        result = predictor.predict(predictor.prepare(model, ask, req.meter))
         vectors = wire.embedding_vectors(result.body)
         if len(vectors) != len(texts):
             raise BadRequest(f"model [{model.model_id}] answered {len(vectors)} embeddings for {len(texts)} inputs: "
