@@ -88,6 +88,8 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     # Usage records, spend per key and day, the rpm/tpm windows (usage_store): no trigger,
     # a recorded call is no change for the caches. And ml-commons' model controllers.
     (3, (*POSTGRES_SCHEMA, *_records_table("controller"))),
+    # The stop-word indices of guardrails (stopwords): records, announced like the others.
+    (4, (*_records_table("stopword_index"), *_records_table("stopword_doc"))),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the
