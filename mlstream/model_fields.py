@@ -23,6 +23,7 @@ from typing import Any
 
 from .errors import BadRequest
 from .interfaces import parse_interface
+from .guardrails import parse as parse_guardrails
 from .ratelimit import parse_rate_limiter
 from .usage import parse_pricing
 
@@ -57,6 +58,13 @@ def json_object(name: str) -> FieldRule:
             raise BadRequest(f"[{name}] must be a JSON object")
         return value
     return rule
+
+
+def guardrails(value: Any) -> dict[str, Any]:
+    """Checked and compiled as the predictor runs them (``guardrails.parse``), stored in
+    ml-commons' form; an empty one is stored as given (it guards nothing)."""
+    parsed = parse_guardrails(value)
+    return parsed.to_doc() if parsed is not None else value
 
 
 def rate_limiter(value: Any) -> dict[str, Any]:
@@ -137,7 +145,7 @@ MODEL_FIELDS: dict[str, FieldRule] = {
     "rate_limiter": rate_limiter,
     DEPLOY_SETTING: deploy_setting,
     "interface": interface,
-    "guardrails": json_object("guardrails"),
+    "guardrails": guardrails,
     "model_config": model_config,
 }
 

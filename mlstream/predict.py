@@ -34,6 +34,7 @@ from .connectors import Connector, UpstreamRequest, merge_parameters, render_req
 from .auth import ApiKey
 from .budgets import Accountant, Admission
 from .errors import BadRequest, MLStreamError, ShuttingDown, UpstreamError
+from .guardrails import Checks, Guardrails, check_input, check_output
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
 from .providers import Dialect, StreamKind, dialect_for, known_dialect
@@ -128,6 +129,9 @@ class Ask:
     # headers and credentials stay the connector's). None: ml-commons' _predict, whose
     # connector's pre-process function, if any, shapes the parameters instead.
     reshape: Reshape | None = None
+    # What a model guardrail asks about when the parameters hold no ``question`` (ml-commons'
+    # only input for it): a front's own request names it (OpenAI's: the last user message).
+    question: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +180,8 @@ class Predictor:
 
     def __init__(self, cluster: ClusterSettings, upstream: UpstreamClient, pool: StreamPool, metrics: Metrics,
                  server: ServerSettings, rate_limiter: RateLimiter | None = None,
-                 accountant: Accountant | None = None) -> None:
+                 accountant: Accountant | None = None,
+                 guardrail_checks: Checks | None = None) -> None:
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
@@ -184,6 +189,7 @@ class Predictor:
         self._server = server
         self._rate_limiter = rate_limiter or RateLimiter()
         self._accountant = accountant  # keys' budgets and limits, usage records; None: not kept
+        self._guardrail_checks = guardrail_checks  # what a model's guardrails read and ask
         # Runs the extra upstream requests of a predict call split into several (the
         # handler's own thread runs one share); threads start only when first needed.
         self._fanout = ThreadPoolExecutor(max_workers=server.stream_workers,
@@ -224,6 +230,11 @@ class Predictor:
             parameters = calls[0].parameters
             dialect = dialect_for(parameters, connector) if stream else known_dialect(parameters, connector)
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
+        if model.guardrails is not None:  # as ml-commons: after the rate limit, each request's payload
+            for call in calls:
+                asked = call.parameters if ask.question is None else {"question": ask.question, **call.parameters}
+                check_input(model.guardrails, (call.request.body or b"").decode("utf-8", "replace"),
+                            asked, self._guardrail_checks)
         if self._accountant is not None:
             meter.admission = self._accountant.admit(meter.key, model.model_id)
             meter.model, meter.interface = model, dialect.name if dialect is not None else "-"
@@ -282,7 +293,8 @@ class Predictor:
     def exchange(self, prepared: Prepared) -> bytes:
         """A prepared request's non-stream answer: the provider's body."""
         try:
-            payload = self._exchange(prepared.model.connector, prepared.request)[1]
+            payload = self._exchange(prepared.model.connector, prepared.request,
+                                     prepared.model.guardrails)[1]
         except UpstreamError as error:
             self._metrics.upstream_failure(error)
             raise
@@ -291,10 +303,10 @@ class Predictor:
         return payload
 
     def _run(self, prepared: Prepared) -> list[_Answer]:
-        calls, connector = prepared.calls, prepared.model.connector
+        calls, connector, guardrails = prepared.calls, prepared.model.connector, prepared.model.guardrails
         count_tokens = prepared.meter is not None
         if len(calls) == 1:
-            return [self._answer(connector, calls[0], count_tokens)]
+            return [self._answer(connector, calls[0], count_tokens, guardrails)]
         lanes = min(len(calls), connector.client_config.max_connection, MAX_FANOUT)
         answers: list[_Answer | None] = [None] * len(calls)
         failed = threading.Event()
@@ -305,7 +317,7 @@ class Predictor:
                 if failed.is_set():
                     return
                 try:
-                    answers[index] = self._answer(connector, calls[index], count_tokens)
+                    answers[index] = self._answer(connector, calls[index], count_tokens, guardrails)
                 except BaseException:
                     failed.set()
                     raise
@@ -330,21 +342,26 @@ class Predictor:
             raise errors[0]
         return [answer for answer in answers if answer is not None]
 
-    def _answer(self, connector: Connector, call: UpstreamCall, count_tokens: bool) -> _Answer:
+    def _answer(self, connector: Connector, call: UpstreamCall, count_tokens: bool,
+                guardrails: Guardrails | None) -> _Answer:
         sent = time.monotonic()
-        status, payload = self._exchange(connector, call.request)
+        status, payload = self._exchange(connector, call.request, guardrails)
         done = time.monotonic()
         output = _output(connector.action("predict").post_process_function, payload, call.parameters)
         tokens = answer_tokens(payload) if count_tokens else None
         return _Answer({"output": output, "status_code": status}, status, sent, done, tokens)
 
-    def _exchange(self, connector: Connector, request: UpstreamRequest) -> tuple[int, bytes]:
-        """One non-stream upstream call: the provider's 2xx status and body, or its error raised."""
+    def _exchange(self, connector: Connector, request: UpstreamRequest,
+                  guardrails: Guardrails | None = None) -> tuple[int, bytes]:
+        """One non-stream upstream call: the provider's 2xx status and body, or its error
+        raised; the model's output guardrail checks the body (ml-commons' processOutput)."""
         call = self._call(request, connector)
         response = call.open(_wait_uninterrupted)
         payload = call.read_body(response)
         if response.status >= 300:
             raise call.error(response, payload)
+        if guardrails is not None:
+            check_output(guardrails, payload.decode("utf-8", "replace"), self._guardrail_checks)
         return response.status, payload
 
     # --- stream -------------------------------------------------------------------------

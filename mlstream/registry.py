@@ -19,6 +19,7 @@ from .connectors import (DRY_RUN, DRY_RUN_CONNECTOR_ID, Connector, action_url_wi
 from .credentials import CredentialCodec
 from .endpoints import EndpointPolicy
 from .errors import BadRequest, Conflict, Forbidden, IndexNotFound, NotFound
+from .guardrails import Guardrails, parse as parse_guardrails
 from .interfaces import preset_interface
 from . import model_fields
 from .model_fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_model_config, checked_fields,
@@ -76,6 +77,7 @@ class ResolvedModel:
     enabled: bool = True  # is_enabled: false refuses every call ("Model is disabled.")
     ttl_minutes: int = -1  # deploy_setting.model_ttl_minutes: its calls are noted only when >= 0
     pricing: Pricing | None = None  # None: the model's calls have cost null
+    guardrails: Guardrails | None = None  # checked by the predictor (``guardrails``)
 
 
 class Registry:
@@ -464,7 +466,8 @@ class Registry:
         resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector,
                                  parse_rate_limiter(limiter) if limiter else None,
                                  record.doc.get("interface"), record.doc.get("is_enabled") is not False,
-                                 ttl_minutes(record.doc), pricing=parse_pricing(record.doc.get("pricing")))
+                                 ttl_minutes(record.doc), pricing=parse_pricing(record.doc.get("pricing")),
+                                 guardrails=parse_guardrails(record.doc.get("guardrails")))
         with self._cache_lock:
             if generation == self._cache_generation:
                 self._cache[model_id] = resolved

@@ -10,6 +10,7 @@
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
      +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
+     +-- stop_words (StopWordIndices): what guardrails percolate
 
 Shutdown (``Server.stop``): stop accepting and close the listening socket, let
 requests in flight (streams included) finish until the drain deadline, cancel the
@@ -34,11 +35,13 @@ from ..controllers import Controllers
 from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
+from ..guardrails import Checks
 from ..model_ttl import ModelReaper
-from ..predict import Predictor
+from ..predict import Ask, CallMeter, Predictor
 from ..registry import Registry
 from ..settings import AUTO_DEPLOY, SYNC_UP_INTERVAL, ServerSettings
 from ..speedups import start_thread_nowait
+from ..stopwords import StopWordIndices
 from ..store import Store
 from ..ratelimit import RateLimiter
 from ..stores import is_postgres, open_store
@@ -47,6 +50,7 @@ from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
 from ..fronts.console import add_console_routes
 from ..fronts.mlcommons.node import NodeIdentity
+from ..fronts.mlcommons.indices import add_index_routes
 from ..fronts.mlcommons.routes import build_router
 from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.mlcommons.usage_routes import add_usage_routes
@@ -136,6 +140,7 @@ class App:
         # Several processes (workers, or instances on one database) share their buckets in
         # the store; a lone process keeps them in memory, at no cost per request.
         shared = workers is not None or is_postgres(settings.store)
+        self.stop_words = StopWordIndices(self.store)
         # Usage, budgets and controllers: the predictor admits each provider call
         # (accountant.admit), the transport records it as its request ends (accountant.record).
         self.usage_tables = self.store.usage()
@@ -143,7 +148,8 @@ class App:
         self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
         self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
         self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
-                                   RateLimiter(self.store if shared else None), self.accountant)
+                                   RateLimiter(self.store if shared else None), self.accountant,
+                                   Checks(self.stop_words.percolate, self.ask_guardrail_model))
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
@@ -155,9 +161,19 @@ class App:
         add_anthropic_routes(self.router, self.registry, self.predictor)
         add_responses_routes(self.router, self.registry, self.predictor, self.store, settings.responses_ttl_days)
         add_console_routes(self.router)
+        add_index_routes(self.router, self.stop_words)  # last: /{index} takes what no other route does
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
+
+    def ask_guardrail_model(self, model_id: str, parameters: dict) -> object:
+        """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest
+        with these parameters): the answer's ``dataAsMap["response"]``. Its own meter: the
+        guardrail model's call is not admitted against, nor recorded for, the caller's key."""
+        model = self.registry.resolve(model_id)
+        result = self.predictor.predict(self.predictor.prepare(model, Ask(parameters), CallMeter()))
+        output = result.body["inference_results"][0]["output"][0]
+        return output.get("dataAsMap", {}).get("response")
 
     def node_identity(self) -> NodeIdentity:
         return NodeIdentity(self.cluster_uuid, self.bound_address[0], self.bound_address[1],

@@ -194,10 +194,12 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
                                                       api_key=self.headers.get("x-api-key"),
                                                       from_script=from_script(self.headers.get(SCRIPT_HEADER[0])))
-            check_content_type(self.headers.get("Content-Type"), self._declares_body())
+            check_content_type(self.headers.get("Content-Type"), self._declares_body(), route.raw_body)
             self._meter = CallMeter(key, self._request_id)
-            request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
-                              self._request_id, self._access, self.connection, key=key, meter=self._meter)
+            body = self._read_body()
+            request = Request(self.command, path, query, body if route.raw_body else parse_json_body(body),
+                              params, started, self._request_id, self._access, self.connection, key=key,
+                              meter=self._meter)
             reply = route.handler(request)
             if isinstance(reply, StreamReply):
                 self._stream(reply, started)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ...errors import BudgetExceeded, InvalidField, MLStreamError, ModelNotFound
+from ...errors import BudgetExceeded, GuardrailTriggered, InvalidField, MLStreamError, ModelNotFound
 from ...server.responses import json_bytes
 from ...server.routing import Front, Reply
 from ...sse import encode_data
@@ -39,6 +39,8 @@ def error_body(exc: MLStreamError) -> dict[str, Any]:
         param, code = "model", "model_not_found"
     elif isinstance(exc, BudgetExceeded):  # OpenAI's answer when an account's quota is spent
         error_type, code = "insufficient_quota", "insufficient_quota"
+    elif isinstance(exc, GuardrailTriggered):
+        code = "content_filter"  # as Azure OpenAI answers a request its content filter refused
     return {"error": {"message": exc.reason, "type": error_type, "param": param, "code": code}}
 
 

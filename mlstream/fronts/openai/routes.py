@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import unquote
 
 from ... import processing
@@ -73,12 +74,14 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
         elif not isinstance(body.get("prompt"), (str, list)):
             raise InvalidField("you must provide a prompt", param="prompt")
         model = models.find_for(req, reference)
+        question = wire.last_user_text(body) if chat else _prompt_text(body["prompt"])  # for a model guardrail
         dialect = dialect_for(model.connector.parameters, model.connector)
         if dialect is (OPENAI_CHAT if chat else OPENAI_COMPLETIONS):
             fields = wire.client_fields(body)
             if not stream:
                 fields.pop("stream_options", None)  # the provider refuses it without stream
-            prepared = predictor.prepare(model, Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields)),
+            prepared = predictor.prepare(model, Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields),
+                                                    question=question),
                                          req.meter, stream=stream, dialect=dialect)
             if not stream:
                 return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
@@ -95,7 +98,7 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
         # Gemini blueprint is {"contents": ${parameters.contents}}), and the last user text
         # as ${parameters.inputs}; then the fields are set on what it rendered.
         parameters = {**fields, "inputs": wire.last_user_text(body)}
-        ask = Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields))
+        ask = Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields), question=question)
         prepared = predictor.prepare(model, ask, req.meter, stream=stream, dialect=dialect)
         completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if not stream:
@@ -141,3 +144,8 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
     def get_model(req: Request) -> Reply:
         # Never deploys: only deployed models are listed. A name may hold spaces, sent as %20.
         return Reply(200, wire.model_entry(*models.deployed(unquote(req.params["model"]), by_id=True)))
+
+
+def _prompt_text(prompt: Any) -> str:
+    """A completions prompt (a string or a list of them) as one text."""
+    return prompt if isinstance(prompt, str) else "\n".join(p for p in prompt if isinstance(p, str))
