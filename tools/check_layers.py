@@ -29,7 +29,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("state", ("store", "store_postgres", "stores", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),
     ("streaming core", ("streaming", "streaming.*")),
-    ("predictor", ("predict",)),
+    ("predictor", ("predict", "batch")),
     ("HTTP transport", ("server", "server.routing", "server.responses", "server.sse_writer", "server.deadlines",
                         "server.hangups", "server.transport", "server.workers")),
     ("fronts", ("fronts", "fronts.*")),

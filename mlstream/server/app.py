@@ -6,7 +6,7 @@
                +-- MLStreamServer                 carries the App
     App
      +-- store (SQLiteStore or PostgresStore)  cluster (ClusterSettings)  registry (Registry)
-     +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
+     +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)  batch (BatchJobs)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
 
 Shutdown (``Server.stop``): stop accepting and close the listening socket, let
@@ -26,6 +26,7 @@ from http.server import ThreadingHTTPServer
 
 from ..cluster import ClusterSettings, cluster_uuid
 from ..auth import Authenticator
+from ..batch import BatchJobs
 from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
@@ -124,15 +125,19 @@ class App:
         shared = workers is not None or is_postgres(settings.store)
         self.predictor = Predictor(self.cluster, self.upstream, self.pool,
                                    self.metrics, settings, RateLimiter(self.store if shared else None))
+        # Batch predict jobs at the providers, and the thread that polls them.
+        self.batch = BatchJobs(self.registry, self.predictor, self.cluster)
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
-                                   self.readiness_problems, self.node_identity, self.render_metrics)
+                                   self.readiness_problems, self.node_identity, self.render_metrics,
+                                   batch=self.batch)
         add_openai_routes(self.router, self.registry, self.predictor)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
+        self.batch.start()  # batch jobs still running when the server last stopped are polled again
 
     def node_identity(self) -> NodeIdentity:
         return NodeIdentity(self.cluster_uuid, self.bound_address[0], self.bound_address[1],
@@ -168,6 +173,7 @@ class App:
     def close(self) -> None:
         if self.workers is not None:
             self.workers.close()
+        self.batch.close()
         self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()
