@@ -369,7 +369,7 @@ class _SageMakerHandler(_JobHandler):
             self._create(body)
             return
         name = body.get("TransformJobName")
-        job = self.fake.jobs.get(name) if isinstance(name, str) else None
+        job = self.fake.jobs.get(name.lower()) if isinstance(name, str) else None
         if job is None:
             self._fail(400, "ValidationException", f"Could not find requested job with name {name}")
         elif operation == "DescribeTransformJob":
@@ -378,7 +378,7 @@ class _SageMakerHandler(_JobHandler):
             self._fail(400, "ValidationException",
                        f"The transform job {name} is not in progress, it is {job['TransformJobStatus']}")
         else:
-            self.fake.set_status(name, "Stopping")
+            self.fake.set_status(job["TransformJobName"], "Stopping")
             self.send_json(200, {})
 
     def _create(self, body: dict[str, Any]) -> None:
@@ -389,7 +389,7 @@ class _SageMakerHandler(_JobHandler):
             return
         name = body["TransformJobName"]
         arn = f"arn:aws:sagemaker:{self.fake.region}:{ACCOUNT}:transform-job/{str(name).lower()}"
-        if self.fake.jobs.get(name) is not None:
+        if self.fake.jobs.get(str(name).lower()) is not None:  # names are case-insensitive
             self._fail(400, "ResourceInUse", "Job name must be unique within an AWS account and region, and a job "
                                              f"with this name already exists ({arn})")
             return
@@ -401,7 +401,7 @@ class _SageMakerHandler(_JobHandler):
                          "MaxConcurrentTransforms"):
             if optional in body:
                 job[optional] = body[optional]
-        self.fake.jobs.add(name, job)
+        self.fake.jobs.add(str(name).lower(), job)
         self.send_json(200, {"TransformJobArn": arn})
 
     def _fail(self, status: int, error_type: str, message: str) -> None:
@@ -424,7 +424,8 @@ class FakeSageMakerBatch(FakeServer):
         super().__init__(host=host, port=port, stats=ScriptedStats())
 
     def set_status(self, name: str, status: str, failure_reason: str | None = None) -> dict[str, Any]:
-        """Move the job named ``name`` to ``status``; a final status stamps its end time."""
+        """Move the job named ``name`` (in any case, as SageMaker's names) to ``status``; a
+        final status stamps its end time."""
         if status not in SAGEMAKER_STATUSES:
             raise ValueError(f"status must be one of {SAGEMAKER_STATUSES}, got {status!r}")
         fields: dict[str, Any] = {"TransformJobStatus": status}
@@ -432,4 +433,4 @@ class FakeSageMakerBatch(FakeServer):
             fields["TransformEndTime"] = time.time()
         if failure_reason is not None:
             fields["FailureReason"] = failure_reason
-        return self.jobs.change(name, **fields)
+        return self.jobs.change(name.lower(), **fields)
