@@ -249,6 +249,12 @@ class BatchJobs:
         if any(doc.get("state") in POLLED_STATES for _, doc in self._batch_tasks()):
             self._ensure_started()
 
+    @property
+    def polling(self) -> bool:
+        """Whether the poller thread is running."""
+        with self._cond:
+            return self._thread is not None and self._thread.is_alive()
+
     def poll_now(self, timeout: float = 10.0) -> bool:
         """Wake the poller and wait until a round begun after this call has ended (False
         on timeout). For tests and operators: the poller otherwise runs every POLL_INTERVAL."""

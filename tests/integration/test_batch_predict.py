@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from mlstream.auth import KeyStore
 from mlstream.server.app import Server
 from mlstream.testing.fake_batch import FakeBedrockBatch, FakeOpenAIBatches
 
@@ -276,3 +277,32 @@ def test_the_documented_polling_loop_runs_as_written(batches, server, api, capsy
     code = snippet.replace("http://localhost:9200", server.url)
     exec(compile(code, "docs/api.md batch snippet", "exec"), {"task_id": started["task_id"]})  # noqa: S102
     assert capsys.readouterr().out == "COMPLETED\n"
+
+
+def test_the_poller_starts_with_the_first_job_and_stops_with_the_server(batches, make_server):
+    server = make_server()
+    assert not server.app.batch.polling  # no batch task: no thread
+    api = Client(server.url)
+    start_job(api, api.model_for(openai_batch_connector(batches)))
+    assert server.app.batch.polling
+    server.stop(drain_timeout=0)
+    assert not server.app.batch.polling
+    requests = len(batches.stats.requests)
+    server.app.batch.poll_now(timeout=1.0)  # stopped: no round begins
+    assert len(batches.stats.requests) == requests
+
+
+def test_batch_routes_need_the_admin_role(batches, make_server):
+    server = make_server()
+    keys = KeyStore(server.app.store)
+    admin = {"Authorization": f"Bearer {keys.create('admin')[1]}"}
+    user = {"Authorization": f"Bearer {keys.create('user')[1]}"}
+    api = Client(server.url)
+    reply = api.call("POST", "/_plugins/_ml/connectors/_create", openai_batch_connector(batches), headers=admin)
+    model = api.call("POST", "/_plugins/_ml/models/_register",
+                     {"name": "batch", "function_name": "remote", "connector_id": reply.body["connector_id"]},
+                     headers=admin).body["model_id"]
+    for path in (f"/_plugins/_ml/models/{model}/_batch_predict", f"{TASKS}/x/_cancel"):
+        assert api.call("POST", path, {"parameters": {}}, headers=user).status == 403
+    assert api.call("POST", f"/_plugins/_ml/models/{model}/_batch_predict", {"parameters": {}},
+                    headers=admin).status == 200

@@ -170,7 +170,8 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         prepared = predictor.prepare(model, Ask(given.parameters), stream=True, request_id=req.request_id)
         return StreamReply(predictor.open_stream(prepared), ML_COMMONS_EVENTS)
 
-    @add("POST", f"{PREFIX}/models/{{model_id}}/_batch_predict", role="user")
+    # admin, as the task routes it is followed with: a batch job is a long, billed piece of work
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_batch_predict")
     def batch_predict(req: Request) -> Reply:
         if batch is None:
             raise BadRequest("batch predict is not served here")
@@ -192,7 +193,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     # _cancel_batch: the route's name in ml-commons 2.16 to 2.18 (and in OpenSearch's docs)
     for suffix in ("_cancel", "_cancel_batch"):
-        @add("POST", f"{PREFIX}/tasks/{{task_id}}/{suffix}", role="user")
+        @add("POST", f"{PREFIX}/tasks/{{task_id}}/{suffix}")
         def cancel_batch(req: Request) -> Reply:
             if batch is None:
                 raise BadRequest("The task ID you provided does not have any associated batch job")
