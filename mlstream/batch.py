@@ -7,7 +7,7 @@
                                           into ``remote_job``, the task's state read from
                                           the provider's status (ml-commons' regexes)
     POST .../tasks/<id>/_cancel           ``cancel_batch_predict`` (``_cancel_batch``: the
-                                          route's first name, in ml-commons 2.16-2.18)
+                                          route's first name, in ml-commons 2.17)
     the poller (a thread)                 every POLL_INTERVAL, the same status call for
                                           each RUNNING or CANCELLING batch task
 

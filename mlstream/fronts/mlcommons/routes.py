@@ -191,7 +191,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         task_id = req.params["task_id"]
         return Reply(200, registry.get_task(task_id) if batch is None else batch.task(task_id))
 
-    # _cancel_batch: the route's name in ml-commons 2.16 to 2.18 (and in OpenSearch's docs)
+    # _cancel_batch: the route's name in ml-commons 2.17 (and in OpenSearch's docs)
     for suffix in ("_cancel", "_cancel_batch"):
         @add("POST", f"{PREFIX}/tasks/{{task_id}}/{suffix}")
         def cancel_batch(req: Request) -> Reply:
