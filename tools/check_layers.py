@@ -6,7 +6,7 @@ Every ``mlstream`` import counts, wherever it is written (inside a function, und
 ``TYPE_CHECKING``): a cycle that only type checkers follow is still a knot to read.
 A module may import modules of its own floor or lower floors; within a floor the
 graph must still be acyclic. The floors, bottom to top, are the architecture in
-brief (docs/architecture.md).
+brief (docs/architecture.md). A sealed package's modules are imported only from inside it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ PACKAGE = ROOT / "mlstream"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs", "redaction")),
     ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
-                                 "config", "endpoints", "connectors", "processing", "painless", "painless.*",
-                                 "ratelimit", "signing", "retry")),
+                                 "config", "endpoints", "connectors", "processing", "processing.*", "painless",
+                                 "painless.*", "ratelimit", "signing", "retry")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("store", "store_postgres", "stores", "credentials", "auth", "cluster", "registry", "metrics")),
     ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),
@@ -36,6 +36,9 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("server", ("server.app",)),
     ("command line", ("demo", "cli", "__main__")),
 ]
+# Packages whose modules only the package itself imports: others use what its __init__
+# exports, so that its insides can be rearranged without touching them.
+SEALED = ("painless",)
 
 
 def module_name(path: Path) -> str:
@@ -116,6 +119,11 @@ def check() -> list[str]:
                                     f"({FLOORS[floor_of(target)][0]}), a floor above it")
         except LookupError as exc:
             problems.append(str(exc))
+        for target in sorted(imported):
+            sealed = target.split(".")[0]
+            if sealed in SEALED and "." in target and module.split(".")[0] != sealed:
+                problems.append(f"mlstream.{module} imports mlstream.{target}, inside the sealed package "
+                                f"mlstream.{sealed}: import what mlstream.{sealed} exports")
     cycle = find_cycle(graph)
     if cycle:
         problems.append("import cycle: " + " -> ".join(f"mlstream.{m}" if m else "mlstream" for m in cycle))
@@ -128,7 +136,7 @@ def main() -> int:
     problems = check()
     for problem in problems:
         print("FAIL", problem)
-    print("OK: no cycle, every import points down or across" if not problems else f"{len(problems)} problem(s)")
+    print("OK: no cycle, every import points down or across, none into a sealed package" if not problems else f"{len(problems)} problem(s)")
     return 1 if problems else 0
 
 

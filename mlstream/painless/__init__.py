@@ -20,14 +20,21 @@ from collections import OrderedDict
 from typing import Any
 
 from ..errors import ScriptError
-from .library import Budget, Limits, given_params
+from .library import Budget, Limits, given_params, presized_table
 from .operators import Fault
 from .parser import parse
 from .pysource import repeats, translate
 from .runtime import CompiledScript, compile_program
-from .values import from_units
+from .values import LazyText, double_to_string, from_units, hash_map_order, table_size
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "Script", "ScriptError", "compile_script"]
+# Besides compiling and running a script: what a caller needs to give a script Java's
+# view of its input and to read its output (mlstream.processing: a Double's text, a
+# HashMap's order and table size, a String not yet joined), and a script compiled to
+# closures only, without the translation (the benchmark compares the two).
+__all__ = [
+    "BUILTINS", "DEFAULT_LIMITS", "LazyText", "Limits", "Script", "ScriptError", "compile_program",
+    "compile_script", "double_to_string", "hash_map_order", "parse", "presized_table", "table_size",
+]
 
 DEFAULT_LIMITS = Limits()
 MAX_SOURCE_CHARS = 100_000

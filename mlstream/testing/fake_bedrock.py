@@ -22,10 +22,12 @@ Usage::
                                additionalModelRequestFields={"fake": {"chunks": 5, "delay_ms": 10}})
         assert fake.stats.wait_for(lambda s: s.streams_completed == 1)
 
-Classes (the server, its lifecycle and the handler's helpers are ``fake_server``'s)::
+Classes (the server, its lifecycle and the handler's helpers are ``fake_server``'s; JSON
+answers and the stream writer are ``scripted``'s)::
 
     fake_server.FakeHandler
-      └─ _Handler        routes, SigV4 checks, Converse JSON, ConverseStream frames
+      └─ scripted.ScriptedHandler
+           └─ _Handler   routes, SigV4 checks, Converse JSON, ConverseStream frames
     fake_server.FakeServer
       └─ FakeBedrock     credentials, region and default_scenario; a FakeBedrockStats
 
@@ -37,9 +39,10 @@ overridden field by field by the request body's ``additionalModelRequestFields.f
 object (it passes through boto3 and the gateway untouched), overridden in turn by
 ``X-Fake-*`` headers (``X-Fake-Delay-Ms: 20``; a ``tool_use`` header holds JSON).
 
-A stream is encoded completely before the first byte is written (see ``_StreamPlan``),
-so the write loop does nothing per frame but one ``sendall`` of one prepared HTTP chunk
-and a counter update: a benchmark of the gateway measures the gateway.
+A stream is encoded completely before the first byte is written (a ``scripted.Plan``,
+see ``_build_plan``), so the write loop does nothing per frame but one ``sendall`` of
+one prepared HTTP chunk and a counter update: a benchmark of the gateway measures the
+gateway.
 """
 
 from __future__ import annotations
@@ -55,16 +58,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from mlstream.testing import embeddings, sigv4
+from mlstream.testing import embeddings, scripted, sigv4
 from mlstream.testing.eventstream import encode_event, encode_exception
-from mlstream.testing.fake_server import (
-    LAST_CHUNK,
-    BadBody,
-    FakeHandler,
-    FakeServer,
-    http_chunk,
-    json_or_none,
-)
+from mlstream.testing.fake_server import BadBody, FakeServer, http_chunk, json_or_none
+from mlstream.testing.scripted import Plan, ScriptedHandler
 from mlstream.testing.stats import MAX_RECORDED_REQUESTS, CounterStats
 from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
 
@@ -289,7 +286,7 @@ def _tool_input_fragments(tool_use: Mapping[str, Any]) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class RecordedRequest:
+class RecordedRequest(scripted.RecordedRequest):
     """One request as the fake received it (recorded before its signature is checked).
 
     ``path`` is the request target exactly as sent (percent-encoding intact);
@@ -298,11 +295,6 @@ class RecordedRequest:
     recognised route; ``operation`` is ``"converse"``, ``"converse-stream"`` or None.
     """
 
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    raw_body: bytes
     model_id: str | None
     operation: str | None
 
@@ -336,8 +328,9 @@ class FakeBedrockStats(CounterStats):
     def _reset_extra(self) -> None:
         self.signature_failure_reasons = []
 
-    def _frame_written(self, frames: int, frame_bytes: int) -> None:
-        # The one update on the per-frame path: no keyword plumbing.
+    def _event_written(self, frames: int, frame_bytes: int) -> None:
+        # The one update on the per-frame path (a plan's tally: whole frames in the
+        # chunk, frame bytes): no keyword plumbing.
         with self._cond:
             self.frames_written += frames
             self.bytes_written += frame_bytes
@@ -351,30 +344,6 @@ class FakeBedrockStats(CounterStats):
 
 
 # -- the pre-encoded stream -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    """One ``sendall``: an HTTP chunk holding one frame (or half of one)."""
-
-    chunk: bytes
-    pause: float  # seconds to wait before writing
-    frames: int  # whole frames in it: 1, or 0 for a truncated half
-    frame_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class _StreamPlan:
-    """Everything a ConverseStream answer writes, ready before the first byte.
-
-    After ``writes``: when ``cut``, wait ``cut_pause`` and close the connection;
-    otherwise write the last chunk. ``complete`` when the writes are the whole answer.
-    """
-
-    writes: tuple[_Write, ...]
-    complete: bool
-    cut: bool = False
-    cut_pause: float = 0.0
 
 
 def _padding(index: int) -> str:
@@ -398,7 +367,9 @@ def _latency_ms(scenario: Scenario, deltas: int) -> int:
     return max(1, int(scenario.first_delay_ms + scenario.delay_ms * max(0, deltas - 1)))
 
 
-def _build_plan(scenario: Scenario, input_tokens: int) -> _StreamPlan:
+def _build_plan(scenario: Scenario, input_tokens: int) -> Plan:
+    """A ConverseStream answer: one frame per HTTP chunk, each tallied as (whole frames
+    in it, frame bytes) for ``frames_written``/``bytes_written``."""
     tokens = fake_tokens(scenario)
     tool = scenario.tool_use
     fragments = _tool_input_fragments(tool) if tool is not None else []
@@ -446,22 +417,24 @@ def _build_plan(scenario: Scenario, input_tokens: int) -> _StreamPlan:
     if scenario.bad_crc_after is not None:
         at = position(scenario.bad_crc_after)
         frames[at] = _corrupt_crc(frames[at])
-    writes = [_Write(http_chunk(frame), pause, 1, len(frame)) for frame, pause in zip(frames, pauses)]
+    tallies = [(1, len(frame)) for frame in frames]
     if scenario.exception_after is not None:
         at = position(scenario.exception_after)
         message = _STREAM_EXCEPTION_MESSAGES[scenario.exception_type]
         frame = encode_exception(scenario.exception_type, message)
-        writes[at:] = [_Write(http_chunk(frame), pauses[at], 1, len(frame))]
-        return _StreamPlan(tuple(writes), complete=False)
+        return _plan([*frames[:at], frame], pauses[:at + 1], [*tallies[:at], (1, len(frame))], complete=False)
     if scenario.truncate_after is not None:
         at = position(scenario.truncate_after)
         half = frames[at][: len(frames[at]) // 2]
-        writes[at:] = [_Write(http_chunk(half), pauses[at], 0, len(half))]
-        return _StreamPlan(tuple(writes), complete=False)
+        return _plan([*frames[:at], half], pauses[:at + 1], [*tallies[:at], (0, len(half))], complete=False)
     if scenario.cut_after is not None:
         at = position(scenario.cut_after)
-        return _StreamPlan(tuple(writes[:at]), complete=False, cut=True, cut_pause=pauses[at])
-    return _StreamPlan(tuple(writes), complete=True)
+        return _plan(frames[:at], pauses[:at], tallies[:at], complete=False, cut=True, cut_pause=pauses[at])
+    return _plan(frames, pauses, tallies, complete=True)
+
+
+def _plan(frames: list[bytes], pauses: list[float], tallies: list[tuple[int, int]], **ending: Any) -> Plan:
+    return Plan(tuple(http_chunk(frame) for frame in frames), tuple(pauses), tuple(tallies), **ending)
 
 
 class _PlanCache:
@@ -476,16 +449,16 @@ class _PlanCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._plans: dict[tuple[str, int], _StreamPlan] = {}
+        self._plans: dict[tuple[str, int], Plan] = {}
 
-    def get(self, scenario: Scenario, input_tokens: int) -> _StreamPlan:
+    def get(self, scenario: Scenario, input_tokens: int) -> Plan:
         key = (json.dumps(dataclasses.asdict(scenario), sort_keys=True), input_tokens)
         with self._lock:
             plan = self._plans.get(key)
         if plan is not None:
             return plan
         plan = _build_plan(scenario, input_tokens)
-        if sum(len(write.chunk) for write in plan.writes) <= self.MAX_PLAN_BYTES:
+        if sum(len(chunk) for chunk in plan.chunks) <= self.MAX_PLAN_BYTES:
             with self._lock:
                 if len(self._plans) >= self.MAX_ENTRIES:
                     del self._plans[next(iter(self._plans))]  # the oldest
@@ -514,8 +487,9 @@ def _count_input_tokens(body: Mapping[str, Any]) -> int:
 # -- the HTTP side ----------------------------------------------------------------------
 
 
-class _Handler(FakeHandler):
+class _Handler(ScriptedHandler):
     server_version = "FakeBedrock/1.0"
+    request_id_header = "x-amzn-RequestId"
     fake: FakeBedrock
 
     def serve(self) -> None:
@@ -525,7 +499,7 @@ class _Handler(FakeHandler):
         except BadBody as error:
             self._send_error(error.status, "ValidationException", error.reason)
             return
-        headers = self._lowered_headers()
+        headers = self.lowered_headers()
         path, _, query = self.path.partition("?")
         route = _ROUTE_RE.fullmatch(path)
         model_id = unquote(route.group(1)) if route else None
@@ -618,7 +592,7 @@ class _Handler(FakeHandler):
         except (embeddings.EmbeddingRequestError, ValueError) as error:
             self._send_error(400, "ValidationException", str(error))
             return
-        self._send_bytes(200, answer)
+        self.send_json_bytes(200, answer)
 
     def _aws_json_service(self, target: str, body: Any) -> None:
         """Comprehend and Textract, enough for their ml-commons blueprints."""
@@ -633,7 +607,7 @@ class _Handler(FakeHandler):
             else:
                 answer = {"Sentiment": "NEUTRAL", "SentimentScore": {
                     "Positive": 0.1, "Negative": 0.1, "Neutral": 0.75, "Mixed": 0.05}}
-            self._send_json(200, answer)
+            self.send_json(200, answer)
             return
         if operation == "DetectDocumentText" and isinstance(body.get("Document"), dict):
             blob = body["Document"].get("Bytes")
@@ -642,7 +616,7 @@ class _Handler(FakeHandler):
                 return
             line = {"BlockType": "LINE", "Confidence": 99.5, "Text": f"fake text of {len(blob)} base64 bytes",
                     "Id": str(uuid.uuid5(uuid.NAMESPACE_OID, blob))}
-            self._send_json(200, {"DocumentMetadata": {"Pages": 1},
+            self.send_json(200, {"DocumentMetadata": {"Pages": 1},
                                   "Blocks": [{"BlockType": "PAGE", "Id": "page-1"}, line],
                                   "DetectDocumentTextModelVersion": "1.0"})
             return
@@ -676,56 +650,15 @@ class _Handler(FakeHandler):
             "usage": _usage(_count_input_tokens(body), output_tokens),
             "metrics": {"latencyMs": _latency_ms(scenario, len(tokens))},
         }
-        self._send_json(200, answer)
+        self.send_json(200, answer)
 
     def _converse_stream(self, scenario: Scenario, body: Mapping[str, Any]) -> None:
-        stats = self.fake.stats
         plan = _plans.get(scenario, _count_input_tokens(body))
         self.pause(scenario.first_delay_ms / 1000.0)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/vnd.amazon.eventstream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
-        self.end_headers()
-        stats._add(streams_started=1)
-        # The hot loop: nothing but a pause check, one sendall and one counter update.
-        for write in plan.writes:
-            if write.pause:
-                self.pause(write.pause)
-            self.send(write.chunk)
-            stats._frame_written(write.frames, write.frame_bytes)
-        if plan.cut:
-            self.pause(plan.cut_pause)
-            self.hang_up()
-            return
-        self.send(LAST_CHUNK)
-        if plan.complete:
-            stats._add(streams_completed=1)
-
-    # -- helpers
-
-    def _lowered_headers(self) -> dict[str, str]:
-        lowered: dict[str, str] = {}
-        for name, value in self.headers.items():
-            key = name.lower()
-            lowered[key] = f"{lowered[key]},{value}" if key in lowered else value
-        return lowered
-
-    def _send_json(self, status: int, payload: Any, error_type: str | None = None) -> None:
-        self._send_bytes(status, json.dumps(payload).encode("utf-8"), error_type)
-
-    def _send_bytes(self, status: int, data: bytes, error_type: str | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
-        if error_type:
-            self.send_header("x-amzn-ErrorType", error_type)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_plan(plan, "application/vnd.amazon.eventstream", {"x-amzn-RequestId": str(uuid.uuid4())})
 
     def _send_error(self, status: int, error_type: str, message: str) -> None:
-        self._send_json(status, {"message": message}, error_type)
+        self.send_json(status, {"message": message}, {"x-amzn-ErrorType": error_type})
 
 
 def _anthropic_message(model_id: str, scenario: Scenario, body: Mapping[str, Any]) -> dict[str, Any]:

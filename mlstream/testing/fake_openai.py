@@ -14,15 +14,22 @@ Usage::
         # "model": Scenario(chunks=5, delay_ms=10).to_model()
         assert fake.stats.wait_for(lambda s: s.streams_completed == 1)
 
-Classes (the server, its lifecycle and the handler's helpers are ``fake_server``'s)::
+Classes (the server, its lifecycle and the handler's helpers are ``fake_server``'s; the
+stream plan and its writer are ``scripted``'s)::
 
     fake_server.FakeHandler
-     +-- _Handler                          routes, auth, scenarios, SSE answers
+     +-- scripted.ScriptedHandler
+          +-- _Handler                     routes, auth, scenarios, SSE answers
     fake_server.FakeServer
      +-- FakeOpenAI                        the api_key and a FakeStats
 
-    Scenario     the per-request knobs (frozen, hashable: the cache key)
-    _Encoded     every byte a scenario sends, framed once and cached
+    Scenario       the per-request knobs (frozen, hashable: the cache key)
+    _Encoded       every byte a scenario sends, framed once and cached
+    scripted.Plan  what one stream writes: the content chunks up to its end or fault
+
+Heads (status line and headers) are written as prepared bytes, without ``Server`` or
+``Date``, and ``bytes_written`` counts them: so JSON answers and stream heads are this
+module's own, while stream bodies go through ``ScriptedHandler.write_plan``.
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (legacy text
 completions), ``GET /v1/models``, ``POST /v1/embeddings``; Azure OpenAI's
@@ -87,8 +94,9 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from mlstream.testing import embeddings
-from mlstream.testing.fake_server import (LAST_CHUNK, BadBody, ClientGone, FakeHandler, FakeServer,
-                                          http_chunk, json_or_none, serve_until_signalled)
+from mlstream.testing.fake_server import (LAST_CHUNK, BadBody, ClientGone, FakeServer, http_chunk, json_or_none,
+                                          serve_until_signalled)
+from mlstream.testing.scripted import Plan, RecordedRequest, ScriptedHandler
 from mlstream.testing.stats import CounterStats
 from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
 
@@ -328,7 +336,7 @@ class _Encoded:
 
     prologue: bytes           # role chunk (chat only) and the keep-alive comment
     content: tuple[bytes, ...]  # one framed HTTP chunk per token
-    epilogue: bytes           # finish chunk, usage chunk if asked, [DONE], last chunk
+    epilogue: bytes           # finish chunk, usage chunk if asked, [DONE] (then the last chunk)
     body: bytes               # the non-stream JSON answer
 
 
@@ -387,7 +395,7 @@ def _encode(chat: bool, model: str, scenario: Scenario, include_usage: bool,
     epilogue = chunk([choice(None, finish)])
     if include_usage:
         epilogue += chunk([], usage)
-    epilogue += _DONE + LAST_CHUNK
+    epilogue += _DONE
 
     full = "".join(tokens)
     if chat:
@@ -402,6 +410,23 @@ def _encode(chat: bool, model: str, scenario: Scenario, include_usage: bool,
                   "choices": [{"index": 0, "text": full, "logprobs": None, "finish_reason": "stop"}],
                   "usage": usage}
     return _Encoded(prologue, content, epilogue, _json(answer))
+
+
+def _plan(encoded: _Encoded, scenario: Scenario) -> Plan:
+    """The body of a stream after the prologue: the content chunks (a pause before each
+    but the first), then the epilogue, the error event or the hang-up. Content chunks
+    tally one each in ``chunks_written``; the ending none, but its bytes and those of the
+    last chunk that follows it in ``bytes_written`` (every response byte counts)."""
+    sent, ending = _stopping_point(scenario, len(encoded.content))
+    delay = scenario.delay_ms / 1000
+    chunks = encoded.content[:sent]
+    pauses = (0.0,) * min(sent, 1) + (delay,) * max(sent - 1, 0)
+    tallies = tuple((1, len(chunk)) for chunk in chunks)
+    if ending == "cut":
+        return Plan(chunks, pauses, tallies, complete=False, cut=True)
+    last = _MID_STREAM_ERROR if ending == "error" else encoded.epilogue
+    return Plan((*chunks, last), (*pauses, 0.0), (*tallies, (0, len(last) + len(LAST_CHUNK))),
+                complete=ending == "done")
 
 
 def _count_words(value: Any) -> int:
@@ -420,14 +445,6 @@ def _count_words(value: Any) -> int:
 # --------------------------------------------------------------------------- stats
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    method: str
-    path: str                 # as sent, query string included
-    headers: dict[str, str]   # lower-cased names
-    body: Any                 # parsed JSON, or None when empty or not JSON
-
-
 class FakeStats(CounterStats):
     """What the fake saw and wrote. Thread-safe; every change wakes ``wait_for``.
 
@@ -444,10 +461,10 @@ class FakeStats(CounterStats):
     COUNTERS = ("streams_started", "streams_completed", "chunks_written", "bytes_written",
                 "client_disconnects", "connections_closed")
 
-    def _chunk_written(self, nbytes: int) -> None:
-        # The hot path: one lock round trip per content chunk, no kwargs dict.
+    def _event_written(self, chunks: int, nbytes: int) -> None:
+        # The hot path (a plan's tally): one lock round trip per chunk, no kwargs dict.
         with self._cond:
-            self.chunks_written += 1
+            self.chunks_written += chunks
             self.bytes_written += nbytes
             self._cond.notify_all()
 
@@ -475,12 +492,12 @@ _EMBEDDING_KINDS = frozenset({"embeddings", "azure_embeddings", "cohere_embed_v1
                               "cohere_rerank"})
 
 
-class _Handler(FakeHandler):
+class _Handler(ScriptedHandler):
     server_version = "mlstream-fake-openai"
     fake: FakeOpenAI
 
     # Every method goes through serve() so unknown routes get OpenAI's JSON.
-    do_OPTIONS = FakeHandler.dispatch
+    do_OPTIONS = ScriptedHandler.dispatch
 
     def serve(self) -> None:
         self._head_sent = False
@@ -492,10 +509,10 @@ class _Handler(FakeHandler):
                 self._send_json(exc.status, openai_error(exc.reason))
                 return
             body = json_or_none(raw)
-            self.fake.stats._record(RecordedRequest(self.command, self.path, headers, body))
+            self.fake.stats._record(RecordedRequest(self.command, self.path, headers, body, raw))
             self._route(headers, raw, body)
         except (ConnectionError, TimeoutError):
-            raise  # the client went away: FakeHandler.dispatch counts it
+            raise  # the client went away: fake_server.FakeHandler.dispatch counts it
         except Exception:
             self.close_connection = True
             logger.exception("fake openai: bug while answering %s %s", self.command, self.path)
@@ -667,28 +684,9 @@ class _Handler(FakeHandler):
             self._send_json_bytes(200, encoded.body)
 
     def _stream(self, encoded: _Encoded, scenario: Scenario) -> None:
-        content = encoded.content
-        sent, ending = _stopping_point(scenario, len(content))
-        delay = scenario.delay_ms / 1000
-        stats = self.fake.stats
-        send = self.send
-
-        stats._add(streams_started=1)
+        self.fake.stats._add(streams_started=1)
         self._write(_STREAM_HEADERS + self._connection_header() + b"\r\n" + encoded.prologue)
-        # The hot loop: pre-framed bytes out, one counter update each. No JSON here.
-        for i in range(sent):
-            if i and delay:
-                self.pause(delay)
-            data = content[i]
-            send(data)
-            stats._chunk_written(len(data))
-        if ending == "cut":
-            self.hang_up()
-        elif ending == "error":
-            self._write(_MID_STREAM_ERROR + LAST_CHUNK)
-        else:
-            self._write(encoded.epilogue)
-            stats._add(streams_completed=1)
+        self.write_plan(_plan(encoded, scenario))
 
     # ---- plumbing
 

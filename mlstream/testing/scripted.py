@@ -1,9 +1,12 @@
-"""What the Anthropic, Gemini and SageMaker fakes share: one set of knobs, one stream plan.
+"""What the fake providers share: one stream plan and its writer; for the Anthropic,
+Gemini and SageMaker fakes also one set of knobs.
 
-Each of those fakes turns a :class:`Scenario` into the provider's own events (its
-wire format is its own module's business) and hands them to :func:`build_plan`, which
-places the pauses and the faults; :class:`ScriptedHandler` then writes the plan, one
-prepared HTTP chunk per event, so a benchmark of the gateway measures the gateway.
+Those three fakes turn a :class:`Scenario` into the provider's own events (its wire
+format is its own module's business) and hand them to :func:`build_plan`, which places
+the pauses and the faults. The OpenAI and Bedrock fakes keep the knobs they have always
+had and build their :class:`Plan` themselves. :class:`ScriptedHandler` then writes any
+plan, one prepared HTTP chunk per event, so a benchmark of the gateway measures the
+gateway.
 
 Knobs, chosen per request: the fake's ``default_scenario``, overridden by a ``fake``
 object in the JSON request body (each fake says where; SDKs send it as extra body),
@@ -180,14 +183,18 @@ def tool_input_fragments(tool_input: Mapping[str, Any]) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Everything a streamed answer writes, ready before the first byte: HTTP chunks and
-    the pause before each. Then the last chunk, or (``cut``) a hang-up; ``complete``
-    when the chunks are the whole answer."""
+    """Everything a streamed answer writes, ready before the first byte: HTTP chunks, the
+    pause before each, and what each counts in the fake's stats (``tallies``: events and
+    bytes, see :meth:`ScriptedStats._event_written`). Then the last chunk, or (``cut``)
+    a pause of ``cut_pause`` and a hang-up; ``complete`` when the chunks are the whole
+    answer."""
 
     chunks: tuple[bytes, ...]
     pauses: tuple[float, ...]
+    tallies: tuple[tuple[int, int], ...]
     complete: bool
     cut: bool = False
+    cut_pause: float = 0.0
 
 
 def build_plan(scenario: Scenario, events: list[tuple[bytes, bool]], error_event: bytes | None) -> Plan:
@@ -212,11 +219,16 @@ def build_plan(scenario: Scenario, events: list[tuple[bytes, bool]], error_event
 
     if scenario.error_after is not None and error_event is not None:
         at = position(scenario.error_after)
-        return Plan((*chunks[:at], http_chunk(error_event)), (*pauses[:at], 0.0), complete=False)
+        chunks, pauses = [*chunks[:at], http_chunk(error_event)], [*pauses[:at], 0.0]
+        return Plan(tuple(chunks), tuple(pauses), _one_event_each(chunks), complete=False)
     if scenario.cut_after is not None:
         at = position(scenario.cut_after)
-        return Plan(tuple(chunks[:at]), tuple(pauses[:at]), complete=False, cut=True)
-    return Plan(tuple(chunks), tuple(pauses), complete=True)
+        return Plan(tuple(chunks[:at]), tuple(pauses[:at]), _one_event_each(chunks[:at]), complete=False, cut=True)
+    return Plan(tuple(chunks), tuple(pauses), _one_event_each(chunks), complete=True)
+
+
+def _one_event_each(chunks: list[bytes]) -> tuple[tuple[int, int], ...]:
+    return tuple((1, len(chunk)) for chunk in chunks)
 
 
 class ScriptedStats(CounterStats):
@@ -230,9 +242,11 @@ class ScriptedStats(CounterStats):
     COUNTERS = ("streams_started", "streams_completed", "events_written", "bytes_written", "auth_failures",
                 "client_disconnects", "connections_closed")
 
-    def _event_written(self, nbytes: int) -> None:
+    def _event_written(self, events: int, nbytes: int) -> None:
+        """One planned chunk went out: ``events`` and ``nbytes`` are its tally (the one
+        update on the per-chunk path: no keyword plumbing)."""
         with self._cond:
-            self.events_written += 1
+            self.events_written += events
             self.bytes_written += nbytes
             self._cond.notify_all()
 
@@ -250,7 +264,12 @@ class RecordedRequest:
 
 
 class ScriptedHandler(FakeHandler):
-    """The writing side of a scripted fake: JSON answers and planned streams."""
+    """The writing side of a scripted fake: JSON answers and planned streams. The fake's
+    stats need ``_event_written(events, nbytes)`` and the counters ``streams_started``
+    and ``streams_completed``."""
+
+    # The header every JSON answer carries a fresh request id in.
+    request_id_header = "X-Request-Id"
 
     def lowered_headers(self) -> dict[str, str]:
         lowered: dict[str, str] = {}
@@ -260,11 +279,14 @@ class ScriptedHandler(FakeHandler):
         return lowered
 
     def send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode("utf-8")
+        self.send_json_bytes(status, json.dumps(payload).encode("utf-8"), headers)
+
+    def send_json_bytes(self, status: int, data: bytes, headers: Mapping[str, str] | None = None) -> None:
+        """A JSON answer already encoded."""
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-Request-Id", str(uuid.uuid4()))
+        self.send_header(self.request_id_header, str(uuid.uuid4()))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
@@ -281,21 +303,28 @@ class ScriptedHandler(FakeHandler):
         return "error" if scenario.error_after is not None else None
 
     def send_plan(self, plan: Plan, content_type: str, headers: Mapping[str, str] | None = None) -> None:
-        stats: ScriptedStats = self.fake.stats  # type: ignore[assignment]
+        """A 200 chunked answer of ``content_type`` whose body is ``plan``."""
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        stats._add(streams_started=1)
+        self.fake.stats._add(streams_started=1)
+        self.write_plan(plan)
+
+    def write_plan(self, plan: Plan) -> None:
+        """The body of a chunked answer whose head is out: the plan's chunks, then the last
+        chunk or the hang-up."""
+        stats: ScriptedStats = self.fake.stats  # type: ignore[assignment]
         # The hot loop: a pause check, one sendall of a prepared chunk, one counter update.
-        for chunk, pause in zip(plan.chunks, plan.pauses, strict=True):
+        for chunk, pause, (events, nbytes) in zip(plan.chunks, plan.pauses, plan.tallies, strict=True):
             if pause:
                 self.pause(pause)
             self.send(chunk)
-            stats._event_written(len(chunk))
+            stats._event_written(events, nbytes)
         if plan.cut:
+            self.pause(plan.cut_pause)
             self.hang_up()
             return
         self.send(LAST_CHUNK)

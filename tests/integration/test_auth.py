@@ -22,31 +22,17 @@ from typing import Any
 
 import pytest
 
-from .conftest import (HANG_GUARD, SEED_MESSAGES, Client, openai_connector, raw_request, read_response,
-                       stream_body)
-from .helpers import MLSTREAM, assert_401, bearer, clean_env, client_with, loopback_url, start_serve, stop_serve
+from ..support.clients import Client, assert_401, bearer, client_with
+from ..support.connectors import openai_connector
+from ..support.servers import MLSTREAM, clean_env, create_key, keys_cli, loopback_url, start_serve, stop_serve
+from ..support.streams import SEED_MESSAGES, stream_body
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import raw_request, read_response
 
 ML = "/_plugins/_ml"
 
 
 # --- helpers ---------------------------------------------------------------------------
-
-def keys_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*MLSTREAM, "keys", *args, "--data-dir", str(data_dir)], capture_output=True,
-                          text=True, timeout=HANG_GUARD, env=clean_env())
-
-
-def create_key(data_dir: Path, role: str, name: str) -> str:
-    """`mlstream keys create`; returns the key, which is the last line of stdout, alone."""
-    result = keys_cli(data_dir, "create", "--role", role, "--name", name)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    key = lines[-1]
-    assert key and key == key.strip() and " " not in key, result.stdout
-    assert result.stdout.count(key) == 1, result.stdout  # shown once
-    assert key not in result.stderr
-    return key
-
 
 def list_keys(data_dir: Path) -> tuple[str, list[list[str]]]:
     """(raw stdout, rows of [id, role, name]) of `mlstream keys list`."""

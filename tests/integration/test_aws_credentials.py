@@ -11,9 +11,10 @@ import pytest
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock
 from mlstream.testing.fake_sts import FakeSTS
 
-from .conftest import Client
-from .helpers import bedrock_connector, isolate_aws_environment, maps
-from .helpers import bedrock_stream as stream
+from ..support.aws import isolate_aws_environment
+from ..support.clients import Client
+from ..support.connectors import bedrock_connector, maps
+from ..support.connectors import bedrock_stream as stream
 
 ROLE = "arn:aws:iam::123456789012:role/mlstream-bedrock"
 TEMPORARY = ("ASIAFAKEROLE0001", "fake-role-secret-0123456789", "FwoGZXIvYXdzEFAKEROLETOKEN")

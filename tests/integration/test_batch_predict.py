@@ -22,8 +22,9 @@ from mlstream.auth import KeyStore
 from mlstream.server.app import Server
 from mlstream.testing.fake_batch import FakeBedrockBatch, FakeOpenAIBatches
 
-from .conftest import Client
-from .helpers import isolate_aws_environment
+from ..support.aws import isolate_aws_environment
+from ..support.clients import Client
+from ..support.connectors import host
 
 TASKS = "/_plugins/_ml/tasks"
 
@@ -48,10 +49,6 @@ def bedrock_jobs() -> Iterator[FakeBedrockBatch]:
 @pytest.fixture
 def api(server: Server) -> Client:
     return Client(server.url)
-
-
-def host(fake: Any) -> str:
-    return fake.url.removeprefix("http://")
 
 
 def openai_batch_connector(fake: FakeOpenAIBatches, *, with_status: bool = True) -> dict[str, Any]:

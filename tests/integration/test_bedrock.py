@@ -9,9 +9,10 @@ import pytest
 
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock, Scenario, fake_tokens
 
-from .conftest import Client, raw_request
-from .helpers import bedrock_connector, maps
-from .helpers import bedrock_stream as stream
+from ..support.clients import Client
+from ..support.connectors import bedrock_connector, maps
+from ..support.connectors import bedrock_stream as stream
+from ..support.wire import raw_request
 
 def predict(client: Client, model_id: str, **fake: Any):
     """The non-stream route, read raw so the error body's exact bytes can be checked."""

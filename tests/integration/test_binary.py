@@ -24,7 +24,11 @@ from mlstream import __version__
 from mlstream.testing.fake_bedrock import FakeBedrock
 from mlstream.testing.fake_openai import DEFAULT_TEXT as OPENAI_TEXT
 
-from .conftest import Client, openai_connector, raw_request, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import stream_body
+from ..support.timeouts import SUBPROCESS_HANG_GUARD
+from ..support.wire import raw_request
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +36,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "dist" / "mlstream"
 BUILD_SCRIPT = ROOT / "packaging" / "build_binary.sh"
 BUILD_TIMEOUT = 900.0  # seconds; a build takes well under a minute here
-HANG_GUARD = 30.0      # seconds: only ever reached when something is broken
 TRUST_LOOPBACK = r"^http://127\.0\.0\.1:.*$"
 
 
@@ -70,7 +73,7 @@ def bare(tmp_path: Path) -> dict[str, str]:
 
 def run(binary: Path, *args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(binary), *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=HANG_GUARD)
+                          timeout=SUBPROCESS_HANG_GUARD)
 
 
 def assert_cleaned_up(env: dict[str, str]) -> None:
@@ -106,13 +109,13 @@ class Served:
         lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=lambda: lines.put(self.process.stdout.readline()), daemon=True).start()
         try:
-            line = lines.get(timeout=HANG_GUARD).decode()
+            line = lines.get(timeout=SUBPROCESS_HANG_GUARD).decode()
         except queue.Empty:
             line = ""
         prefix = "mlstream listening on http://127.0.0.1:"
         if not line.startswith(prefix):
             self.process.kill()
-            self.process.wait(timeout=HANG_GUARD)
+            self.process.wait(timeout=SUBPROCESS_HANG_GUARD)
             pytest.fail(f"no listening line: {line!r}\n{self.stderr()}")
         self.url = line.split()[-1]
 
@@ -122,11 +125,11 @@ class Served:
     def terminate(self) -> int:
         self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout=HANG_GUARD)
+            return self.process.wait(timeout=SUBPROCESS_HANG_GUARD)
         finally:
             if self.process.poll() is None:
                 self.process.kill()
-                self.process.wait(timeout=HANG_GUARD)
+                self.process.wait(timeout=SUBPROCESS_HANG_GUARD)
             self.process.stdout.close()
 
 
@@ -167,7 +170,7 @@ def test_serve_streams_and_stops_cleanly_on_sigterm(binary, bare, tmp_path, fake
         connector_id = client.create_connector(openai_connector(fake))
         model_id = client.register(connector_id, deploy=True)
         streamed = raw_request(served.url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
-                               json.dumps(stream_body()).encode(), timeout=HANG_GUARD)
+                               json.dumps(stream_body()).encode(), timeout=SUBPROCESS_HANG_GUARD)
         assert streamed.status == 200, streamed.body
         assert streamed.headers["content-type"].startswith("text/event-stream")
         events = streamed.events()
@@ -179,7 +182,7 @@ def test_serve_streams_and_stops_cleanly_on_sigterm(binary, bare, tmp_path, fake
             bedrock_model = client.model_for(bedrock_connector(bedrock))
             answer = raw_request(served.url, "POST", f"/_plugins/_ml/models/{bedrock_model}/_predict/stream",
                                  json.dumps({"parameters": {"inputs": "Who is Hamlet?"}}).encode(),
-                                 timeout=HANG_GUARD)
+                                 timeout=SUBPROCESS_HANG_GUARD)
             assert answer.status == 200, answer.body
             bedrock_events = answer.events()
             assert len(bedrock_events) > 2 and is_last(bedrock_events[-1]), bedrock_events[-3:]

@@ -15,8 +15,8 @@ import threading
 
 from mlstream.logs import MAX_QUEUED_LINES
 
-from .conftest import HANG_GUARD
-from .helpers import MLSTREAM, terminate
+from ..support.servers import MLSTREAM, terminate
+from ..support.timeouts import HANG_GUARD
 
 
 

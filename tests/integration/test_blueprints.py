@@ -24,7 +24,9 @@ from mlstream.testing.fake_batch import FakeOpenAIBatches, FakeSageMakerBatch
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
 
-from .conftest import Client
+from ..support.clients import Client
+from ..support.connectors import (aws_credential, bedrock_invoke_connector, host, openai_embedding_connector,
+                                  titan_connector)
 
 # The AWS JSON services (Comprehend, Textract) are called on the host's root URL.
 AWS_ROOT_TRUST = r"^http://127\.0\.0\.1:\d+(/.*)?$"
@@ -39,14 +41,6 @@ def bedrock() -> Iterator[FakeBedrock]:
 @pytest.fixture
 def api(make_server: Callable[..., Server]) -> Client:
     return Client(make_server(trusted_endpoints=(AWS_ROOT_TRUST,)).url)
-
-
-def host(fake: Any) -> str:
-    return fake.url.removeprefix("http://")
-
-
-def aws_credential(fake: FakeBedrock) -> dict[str, str]:
-    return {"access_key": fake.access_key, "secret_key": fake.secret_key}
 
 
 def embedding(text: str, dims: int, data_type: str = "FLOAT32", kind: str = "float") -> dict[str, Any]:
@@ -67,24 +61,6 @@ def bodies(fake: Any) -> list[Any]:
 
 
 # ------------------------------------------------------------------------- OpenAI
-
-def openai_embedding_connector(fake: FakeOpenAI, **action: Any) -> dict[str, Any]:
-    # openai_connector_embedding_blueprint.md
-    return {
-        "name": "OpenAI embedding", "description": "The connector to OpenAI embeddings", "version": "1",
-        "protocol": "http",
-        "parameters": {"model": "text-embedding-ada-002"},
-        "credential": {"openAI_key": fake.api_key},
-        "actions": [{
-            "action_type": "predict", "method": "POST",
-            "url": f"http://{host(fake)}/v1/embeddings",
-            "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
-            "request_body": "{ \"input\": ${parameters.input}, \"model\": \"${parameters.model}\" }",
-            "pre_process_function": "connector.pre_process.openai.embedding",
-            "post_process_function": "connector.post_process.openai.embedding",
-            **action,
-        }],
-    }
 
 
 def test_openai_embedding_blueprint_parameters(fake: FakeOpenAI, api: Client) -> None:
@@ -240,28 +216,6 @@ def test_cohere_rerank_tutorial(fake: FakeOpenAI, api: Client) -> None:
 
 
 # ------------------------------------------------------------------------- Bedrock
-
-def bedrock_invoke_connector(fake: FakeBedrock, model: str, body: str, pre: str, post: str,
-                             **parameters: Any) -> dict[str, Any]:
-    return {
-        "name": f"Amazon Bedrock Connector: {model}", "description": "d", "version": 1, "protocol": "aws_sigv4",
-        "parameters": {"region": fake.region, "service_name": "bedrock", "model": model,
-                       "endpoint": host(fake), **parameters},
-        "credential": aws_credential(fake),
-        "actions": [{
-            "action_type": "predict", "method": "POST",
-            "url": "http://${parameters.endpoint}/model/${parameters.model}/invoke",
-            "headers": {"content-type": "application/json", "x-amz-content-sha256": "required"},
-            "request_body": body, "pre_process_function": pre, "post_process_function": post,
-        }],
-    }
-
-
-def titan_connector(fake: FakeBedrock, **parameters: Any) -> dict[str, Any]:
-    # bedrock_connector_titan_embedding_blueprint.md
-    return bedrock_invoke_connector(fake, "amazon.titan-embed-text-v1", "{ \"inputText\": \"${parameters.inputText}\" }",
-                                    "connector.pre_process.bedrock.embedding",
-                                    "connector.post_process.bedrock.embedding", **parameters)
 
 
 def test_bedrock_titan_embedding_blueprint(bedrock: FakeBedrock, api: Client) -> None:

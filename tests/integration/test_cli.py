@@ -10,8 +10,12 @@ from pathlib import Path
 from mlstream import __version__
 from mlstream.testing.embeddings import fake_vector
 
-from .conftest import HANG_GUARD, LOOPBACK_TRUST, SEED_MESSAGES, Client, openai_connector, raw_request, stream_body
-from .helpers import MLSTREAM
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.servers import LOOPBACK_TRUST, MLSTREAM
+from ..support.streams import SEED_MESSAGES, stream_body
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import raw_request
 
 
 

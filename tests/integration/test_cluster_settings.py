@@ -6,7 +6,8 @@ import pytest
 
 from mlstream.settings import CLUSTER_SETTINGS
 
-from .conftest import Client, openai_connector
+from ..support.clients import Client
+from ..support.connectors import openai_connector
 
 ML = "plugins.ml_commons."
 TUTORIAL = {  # the settings step the ml-commons tutorials open with

@@ -10,7 +10,8 @@ import pytest
 
 from mlstream.testing.fake_openai import DEFAULT_TEXT
 
-from .conftest import Client, openai_connector
+from ..support.clients import Client
+from ..support.connectors import openai_connector
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 

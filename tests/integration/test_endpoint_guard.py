@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
-from .conftest import LOOPBACK_TRUST, SEED_MESSAGES, Client, openai_connector, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.servers import LOOPBACK_TRUST
+from ..support.streams import SEED_MESSAGES, stream_body
 
 ML = "/_plugins/_ml"
 TRUSTED = "plugins.ml_commons.trusted_connector_endpoints_regex"

@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 
-from .conftest import (HANG_GUARD, SEED_MESSAGES, Client, RawResponse, openai_connector, raw_request,
-                       read_response, stream_body)
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import SEED_MESSAGES, stream_body
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import RawResponse, raw_request, read_response
 
 ML = "/_plugins/_ml"
 WRONG_KEY = "sk-wrong-key-9d8c7b6a5f4e3d2c1b0a"

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from mlstream.testing.fake_batch import FakeBedrockBatch, FakeOpenAIBatches, FakeSageMakerBatch
 
-from .helpers import isolate_aws_environment
+from ..support.aws import isolate_aws_environment
 
 TIMEOUT = 5.0
 

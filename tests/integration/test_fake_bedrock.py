@@ -30,7 +30,7 @@ from urllib3.exceptions import ProtocolError
 from mlstream.testing import fake_openai
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock, Scenario, fake_tokens
 
-from .helpers import isolate_aws_environment
+from ..support.aws import isolate_aws_environment
 
 MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
 MESSAGES = [{"role": "user", "content": [{"text": "Tell me about Hamlet in one paragraph"}]}]

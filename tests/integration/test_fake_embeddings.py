@@ -22,7 +22,7 @@ from mlstream.testing.fake_bedrock import FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
 from mlstream.testing.tokens import DEFAULT_TEXT  # what both fakes answer by default
 
-from .conftest import HANG_GUARD
+from ..support.timeouts import HANG_GUARD
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from mlstream.providers.sagemaker import LMIChatDecoder, LMIStreamDecoder, TGICh
 from mlstream.testing.embeddings import SAGEMAKER_DIMENSIONS, fake_relevance, fake_vector
 from mlstream.testing.fake_sagemaker import DEFAULT_TEXT, FakeSageMaker, Scenario, fake_tokens
 
-from .helpers import isolate_aws_environment
+from ..support.aws import isolate_aws_environment
 
 TIMEOUT = 5.0
 ENDPOINT = "hamlet-llm-endpoint"

@@ -23,25 +23,21 @@ from typing import Any, Callable
 from urllib.parse import quote, urlsplit
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 from urllib3.util import parse_url
 
 from mlstream.errors import MLStreamError
 from mlstream.framing import parse_request_line
 
-from .conftest import SEED_MESSAGES, Client, openai_connector
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.fuzz import fuzz
+from ..support.streams import SEED_MESSAGES
 
 ML = "/_plugins/_ml"
 HANG = 5.0            # seconds an exchange may take before it counts as a hang
 PROMPT = 2.0          # a complete request must be answered within this, without EOF from us
-FUZZ = settings(deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much])
-
-
-def fuzz(examples: int) -> settings:
-    return settings(FUZZ, max_examples=examples)
 
 
 # --- the world the fuzzing runs in ----------------------------------------------------------

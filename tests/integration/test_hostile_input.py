@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import HANG_GUARD, RawResponse, read_response
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import RawResponse, read_response
 
 ML = "/_plugins/_ml"
 SEARCH = f"{ML}/models/_search"

@@ -14,7 +14,11 @@ from typing import Any
 
 from mlstream.testing.fake_openai import DEFAULT_TEXT, Scenario, fake_tokens
 
-from .conftest import HANG_GUARD, Client, RawResponse, openai_connector, read_response, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import stream_body
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import RawResponse, read_response
 
 ML = "/_plugins/_ml"
 # A chunk-size line as chunked framing would put it at the start of the body or of an event.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Client, openai_connector
+from ..support.clients import Client
+from ..support.connectors import openai_connector
 
 GROUPS = "/_plugins/_ml/model_groups"
 

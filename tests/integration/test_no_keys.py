@@ -22,8 +22,12 @@ from mlstream.auth import Authenticator, KeyStore, hash_key
 from mlstream.errors import Unauthorized
 from mlstream.store import Record, SQLiteStore
 
-from .conftest import HANG_GUARD, Client, openai_connector, raw_request, stream_body
-from .helpers import assert_401, bearer, client_with, loopback_url, start_serve, stop_serve
+from ..support.clients import Client, assert_401, bearer, client_with
+from ..support.connectors import openai_connector
+from ..support.servers import loopback_url, start_serve, stop_serve
+from ..support.streams import stream_body
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import raw_request
 
 ML = "/_plugins/_ml"
 AUTH_LOGGER = "mlstream.auth"

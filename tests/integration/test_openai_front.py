@@ -24,24 +24,13 @@ from mlstream.testing.fake_openai import (
     Scenario,
 )
 
-from .conftest import HANG_GUARD, Client, openai_connector
-from .helpers import bearer, bedrock_connector, client_with
-from .test_auth import create_key
-from .test_blueprints import openai_embedding_connector, titan_connector
+from ..support.clients import Client, bearer, client_with
+from ..support.connectors import bedrock_connector, openai_connector, openai_embedding_connector, titan_connector
+from ..support.openai_sdk import USER, WEATHER_TOOL, async_sdk, sdk
+from ..support.servers import create_key
+from ..support.timeouts import HANG_GUARD
 
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "The weather in a city",
-    "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}}
-USER = [{"role": "user", "content": "Who is Hamlet?"}]
 BEDROCK_TOOL = {"name": "get_weather", "input": {"location": "Elsinore"}, "tool_use_id": "tooluse_front0001"}
-
-
-def sdk(server: Any, key: str = "unused") -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=HANG_GUARD)
-
-
-def async_sdk(server: Any) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=HANG_GUARD)
 
 
 def bedrock_model(client: Client, bedrock: Any, name: str = "claude", **fake: Any) -> str:

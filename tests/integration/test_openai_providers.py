@@ -19,9 +19,9 @@ from mlstream.testing.fake_gemini import FakeGemini
 from mlstream.testing.fake_sagemaker import FakeSageMaker
 from mlstream.testing.scripted import DEFAULT_TEXT, Scenario, fake_tokens
 
-from .conftest import Client
-from .helpers import isolate_aws_environment
-from .test_openai_front import USER, WEATHER_TOOL, async_sdk, sdk
+from ..support.aws import isolate_aws_environment
+from ..support.clients import Client
+from ..support.openai_sdk import USER, WEATHER_TOOL, async_sdk, sdk
 
 TOOL = {"id": "toolu_front0001", "name": "get_weather", "input": {"location": "Elsinore"}}
 IMAGE = "data:image/png;base64,iVBORw0KGgo="

@@ -17,7 +17,8 @@ from opensearchpy import (
 
 from mlstream.testing.fake_openai import DEFAULT_TEXT
 
-from .conftest import SEED_MESSAGES, openai_connector
+from ..support.connectors import openai_connector
+from ..support.streams import SEED_MESSAGES
 
 PREDICT = {"parameters": {"messages": SEED_MESSAGES}}
 

@@ -10,7 +10,8 @@ from opensearchpy import ConflictError, NotFoundError, OpenSearch
 
 from mlstream.testing.fake_openai import DEFAULT_TEXT
 
-from .conftest import SEED_MESSAGES, openai_connector
+from ..support.connectors import openai_connector
+from ..support.streams import SEED_MESSAGES
 
 
 @pytest.mark.parametrize("http_compress", [False, True], ids=["plain", "http_compress"])

@@ -18,8 +18,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario
 
-from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, open_stream, openai_connector, raw_request, stream_body
-from .helpers import MLSTREAM, terminate
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.servers import LOOPBACK_TRUST, MLSTREAM, terminate
+from ..support.streams import open_stream, stream_body
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import raw_request
 
 PREDICT_ROUTE = "/_plugins/_ml/models/{model_id}/_predict"
 STREAM_ROUTE = "/_plugins/_ml/models/{model_id}/_predict/stream"

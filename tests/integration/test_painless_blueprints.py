@@ -40,8 +40,9 @@ from mlstream.testing.painless_scripts import (
     TITAN_EMBEDDING_PRE,
 )
 
-from .conftest import Client, openai_connector, raw_request
-from .helpers import bedrock_connector
+from ..support.clients import Client
+from ..support.connectors import bedrock_connector, openai_connector
+from ..support.wire import raw_request
 
 ML = "/_plugins/_ml"
 

@@ -17,10 +17,13 @@ import pytest
 
 from mlstream.settings import AUTO_DEPLOY
 
-from ..conftest import fresh_database, running_postgres
-from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, openai_connector, read_response
-from .helpers import (MLSTREAM, assert_401, bearer, clean_env, client_with, poll_until, post_stream,
-                      start_serve, terminate)
+from ..support.clients import Client, assert_401, bearer, client_with
+from ..support.connectors import openai_connector
+from ..support.servers import LOOPBACK_TRUST, MLSTREAM, clean_env, start_serve, terminate
+from ..support.stores import fresh_database, running_postgres
+from ..support.streams import post_stream
+from ..support.timeouts import HANG_GUARD, poll_until
+from ..support.wire import read_response
 
 pytestmark = pytest.mark.slow
 

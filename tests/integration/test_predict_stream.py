@@ -9,7 +9,11 @@ import pytest
 
 from mlstream.testing.fake_openai import DEFAULT_TEXT, Scenario, fake_tokens
 
-from .conftest import HANG_GUARD, SEED_MESSAGES, Client, open_stream, openai_connector, raw_request, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import SEED_MESSAGES, open_stream, stream_body
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import raw_request
 
 
 def dataasmap(event: dict) -> dict:

@@ -24,9 +24,12 @@ from mlstream.server.sse_writer import MAX_BATCH_EVENTS
 from mlstream.streaming.reader import READ_SIZE
 from mlstream.testing.fake_openai import Scenario, fake_tokens
 
-from .conftest import (HANG_GUARD, LOOPBACK_TRUST, Client, open_stream, openai_connector, raw_request, read_response,
-                       stream_body)
-from .helpers import MLSTREAM, held_in_channel, poll_until, post_stream, stream_channel
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.servers import LOOPBACK_TRUST, MLSTREAM
+from ..support.streams import held_in_channel, open_stream, post_stream, stream_body, stream_channel
+from ..support.timeouts import HANG_GUARD, poll_until
+from ..support.wire import raw_request, read_response
 
 # How long a client reads nothing in the backpressure test: the provider has to be
 # stuck for this long, not merely slowed.

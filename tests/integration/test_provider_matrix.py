@@ -24,8 +24,11 @@ from mlstream.testing.fake_gemini import FakeGemini
 from mlstream.testing.fake_sagemaker import FakeSageMaker
 from mlstream.testing.scripted import DEFAULT_TEXT, Scenario, fake_tokens
 
-from .conftest import HANG_GUARD, Client, raw_request, read_response
-from .helpers import held_in_channel, poll_until, post_stream, stream_channel
+from ..support.clients import Client
+from ..support.connectors import maps
+from ..support.streams import held_in_channel, post_stream, stream_channel
+from ..support.timeouts import HANG_GUARD, poll_until
+from ..support.wire import raw_request, read_response
 
 TOOL = {"name": "get_weather", "input": {"city": "Elsinore", "days": [1, 2], "units": "metric"}, "id": "call_abc123"}
 IDLE_WINDOW = 1.0  # how long a client reads nothing in the backpressure test
@@ -147,10 +150,6 @@ def stream_parameters(case: ProviderCase, **knobs: Any) -> dict[str, Any]:
 def stream(client: Client, case: ProviderCase, model_id: str, **knobs: Any):
     return raw_request(client.base_url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
                        json.dumps(stream_parameters(case, **knobs)).encode())
-
-
-def maps(response) -> list[dict[str, Any]]:
-    return [e["inference_results"][0]["output"][0]["dataAsMap"] for e in response.events()]
 
 
 def predict(client: Client, model_id: str, **knobs: Any):

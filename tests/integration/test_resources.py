@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import SEED_MESSAGES, Client, openai_connector, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import SEED_MESSAGES, stream_body
 
 ML = "/_plugins/_ml"
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{20}$")  # ml-commons' 20-char ids, URL-safe

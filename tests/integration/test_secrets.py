@@ -27,8 +27,12 @@ import pytest
 from mlstream.errors import MLStreamError
 from mlstream.testing.fake_openai import FakeOpenAI
 
-from .conftest import HANG_GUARD, LOOPBACK_TRUST, SEED_MESSAGES, Client, openai_connector, raw_request, stream_body
-from .helpers import MLSTREAM, clean_env, start_serve, stop_serve
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.servers import LOOPBACK_TRUST, MLSTREAM, clean_env, start_serve, stop_serve
+from ..support.streams import SEED_MESSAGES, stream_body
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import raw_request
 
 ML = "/_plugins/_ml"
 MASTER_KEY_ENV = "MLSTREAM_MASTER_KEY"

@@ -18,7 +18,10 @@ import pytest
 
 from mlstream.testing.fake_openai import FakeOpenAI, fake_tokens, Scenario
 
-from .conftest import SEED_MESSAGES, Client, openai_connector, raw_request, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import SEED_MESSAGES, stream_body
+from ..support.wire import raw_request
 
 ML = "/_plugins/_ml"
 ANY_HTTP = r"^https?://.*$"

@@ -27,7 +27,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from mlstream.errors import MLStreamError
 from mlstream.testing.fake_openai import Scenario, fake_tokens
 
-from .conftest import HANG_GUARD, SEED_MESSAGES, Client, openai_connector, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import SEED_MESSAGES, stream_body
+from ..support.timeouts import HANG_GUARD
 
 ML = "/_plugins/_ml"
 

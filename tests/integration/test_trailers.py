@@ -14,7 +14,10 @@ import time
 
 from mlstream.framing import MAX_TRAILER_BYTES, MAX_TRAILER_LINES
 
-from .conftest import HANG_GUARD, Client, RawResponse, openai_connector, read_response
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.timeouts import HANG_GUARD
+from ..support.wire import RawResponse, read_response
 
 ML = "/_plugins/_ml"
 

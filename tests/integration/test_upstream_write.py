@@ -16,7 +16,7 @@ from mlstream.connectors import ClientConfig, UpstreamRequest
 from mlstream.errors import UpstreamError
 from mlstream.upstream import UpstreamClient
 
-from .conftest import HANG_GUARD
+from ..support.timeouts import HANG_GUARD
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 

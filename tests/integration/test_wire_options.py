@@ -11,7 +11,10 @@ import pytest
 
 from mlstream.testing.fake_openai import DEFAULT_TEXT
 
-from .conftest import Client, openai_connector, raw_request, stream_body
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.streams import stream_body
+from ..support.wire import raw_request
 
 CONNECTORS = "/_plugins/_ml/connectors"
 

@@ -13,8 +13,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .conftest import HANG_GUARD, LOOPBACK_TRUST, Client, openai_connector, read_response
-from .helpers import MLSTREAM, clean_env, poll_until, post_stream
+from ..support.clients import Client
+from ..support.connectors import openai_connector
+from ..support.servers import LOOPBACK_TRUST, MLSTREAM, clean_env
+from ..support.streams import post_stream
+from ..support.timeouts import HANG_GUARD, poll_until
+from ..support.wire import read_response
 
 pytestmark = pytest.mark.slow
 

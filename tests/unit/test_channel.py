@@ -18,7 +18,8 @@ from mlstream.errors import MLStreamError, UpstreamError
 from mlstream.streaming.channel import Channel
 from mlstream.providers.events import Delta, Done, Failure, Started
 
-HANG_GUARD = 10.0  # seconds: only reached if the code under test hangs
+from ..support.threads import run_in_thread
+from ..support.timeouts import HANG_GUARD
 
 
 class StubUpstream:
@@ -32,22 +33,6 @@ class StubUpstream:
         self.shutdowns += 1
         if self.fail:
             raise OSError("the socket is already gone")
-
-
-def run_in_thread(target, *args):
-    """Start ``target(*args)`` in a thread; returns (thread, result holder, finished Event)."""
-    result: list = []
-    finished = threading.Event()
-
-    def body():
-        try:
-            result.append(target(*args))
-        finally:
-            finished.set()
-
-    thread = threading.Thread(target=body, daemon=True)
-    thread.start()
-    return thread, result, finished
 
 
 def join(thread: threading.Thread) -> None:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,8 +16,9 @@ from mlstream.cli import build_parser
 from mlstream.errors import MLStreamError
 from mlstream.settings import ServerSettings
 
-MLSTREAM = [sys.executable, "-m", "mlstream"]
-HANG_GUARD = 30.0
+from ..support.servers import MLSTREAM, clean_env
+from ..support.timeouts import SUBPROCESS_HANG_GUARD
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "mlstream.example.toml"
 FIELD_NAMES = {spec.name for spec in dataclasses.fields(ServerSettings)}
@@ -32,15 +31,8 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """The current environment without any MLSTREAM_* variable, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLSTREAM_")}
-    env.update(extra)
-    return env
-
-
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*MLSTREAM, *args], capture_output=True, text=True, timeout=HANG_GUARD,
+    return subprocess.run([*MLSTREAM, *args], capture_output=True, text=True, timeout=SUBPROCESS_HANG_GUARD,
                           env=env if env is not None else clean_env(), cwd=cwd)
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from mlstream.server.deadlines import Deadlines
 
-HANG_GUARD = 10.0  # seconds: only reached if the code under test hangs
+from ..support.timeouts import HANG_GUARD
 
 
 class StubSocket:

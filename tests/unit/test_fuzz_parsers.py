@@ -20,7 +20,7 @@ import zlib
 from http.client import HTTPMessage
 from typing import Any
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mlstream.errors import MLStreamError, ProtocolError, TemplateError
@@ -33,12 +33,7 @@ from mlstream.providers.events import Delta, Done, Failure
 from mlstream.templating import placeholders, render, render_json_body
 from mlstream.testing.eventstream import encode_event, encode_exception, encode_message
 
-# No example database: a fuzz run leaves no files behind in the working tree.
-FUZZ = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def fuzz(examples: int) -> settings:
-    return settings(FUZZ, max_examples=examples)
+from ..support.fuzz import fuzz
 
 
 # --- shared strategies -------------------------------------------------------------------

@@ -19,7 +19,8 @@ from mlstream.server.hangups import ClientGone, HangupWatcher
 from mlstream.streaming.channel import Channel
 from mlstream.providers.events import Failure
 
-HANG_GUARD = 10.0  # seconds: only reached when something is broken
+from ..support.timeouts import HANG_GUARD
+
 SOCKET_TIMEOUT = 30.0  # what a handler's socket carries: any blocking read on it would stall this long
 
 pytestmark = pytest.mark.skipif(not hasattr(select, "epoll"), reason="the watcher needs epoll (Linux)")

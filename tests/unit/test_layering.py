@@ -1,4 +1,5 @@
-"""The import graph has no cycle and no import running back up a floor (tools/check_layers.py)."""
+"""The import graph has no cycle, no import running back up a floor and none into a sealed
+package (tools/check_layers.py)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,15 @@ def test_an_upward_import_is_a_violation(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(check_layers, "PACKAGE", package)
     problems = check_layers.check()
     assert len(problems) == 1 and "mlstream.store (state) imports mlstream.streaming.channel" in problems[0]
+
+
+def test_an_import_into_a_sealed_package_is_a_violation(tmp_path: Path, monkeypatch) -> None:
+    package = tmp_path / "mlstream"
+    (package / "painless").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "painless" / "__init__.py").write_text("from .values import X\n")    # inside: allowed
+    (package / "painless" / "values.py").write_text("")
+    (package / "processing.py").write_text("from .painless import X\nfrom .painless.values import X\n")
+    monkeypatch.setattr(check_layers, "PACKAGE", package)
+    problems = check_layers.check()
+    assert len(problems) == 1 and "mlstream.processing imports mlstream.painless.values" in problems[0]

@@ -11,9 +11,10 @@ import pytest
 from bench.loadgen import Dialect, Request, Response
 from mlstream.testing.eventstream import encode_payload_part
 
+from ..support.timeouts import HANG_GUARD
+
 EVENTSTREAM = Dialect("eventstream", b'"token"', b'"generated_text":"', separator=b"\n\n", eventstream=True)
 HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-HANG_GUARD = 10.0
 
 
 def chunk(data: bytes) -> bytes:

@@ -7,7 +7,7 @@ import threading
 from mlstream.credentials import load_master_key
 from mlstream.settings import MASTER_KEY_ENV, MASTER_KEY_FILE
 
-HANG_GUARD = 10.0
+from ..support.timeouts import HANG_GUARD
 
 
 def test_processes_starting_together_all_read_the_one_key(tmp_path, monkeypatch) -> None:

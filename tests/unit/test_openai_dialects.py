@@ -8,7 +8,7 @@ import itertools
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from mlstream.errors import InvalidField, UpstreamError
 from mlstream.fronts.openai import anthropic, gemini, sagemaker
@@ -16,7 +16,8 @@ from mlstream.fronts.openai.events import OpenAIChatEvents
 from mlstream.providers.events import Delta, Done, Failure, Reasoning
 from mlstream.providers.sagemaker import LMIChatDecoder, TGIChatDecoder
 
-from .test_openai_wire import bodies, events_of
+from ..support.fuzz import fuzz
+from ..support.openai_wire import bodies, events_of
 
 USER = [{"role": "user", "content": "hi"}]
 FUNCTION = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
@@ -280,7 +281,7 @@ def test_a_translated_stream_of_a_call_with_stop_finishes_with_tool_calls():
 
 
 @given(body=bodies)
-@settings(deadline=None, database=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@fuzz(200)
 def test_translations_only_refuse_with_invalid_field(body):
     for translate, contents, role in ((anthropic.anthropic_request, "messages", "role"),
                                       (lambda b: gemini.gemini_request(b, stream=False), "contents", "role")):

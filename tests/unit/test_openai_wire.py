@@ -10,8 +10,7 @@ import json
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
 from mlstream.errors import (
     BadRequest,
@@ -28,15 +27,8 @@ from mlstream.fronts.openai.events import DONE_EVENT, OpenAIChatEvents
 from mlstream.providers.events import Chunk, Done, Failure
 from mlstream.providers.openai import OpenAIStreamDecoder
 
-
-def events_of(data: bytes) -> list[object]:
-    out = []
-    for block in data.decode().split("\n\n"):
-        if block:
-            assert block.startswith("data: ")
-            payload = block[len("data: "):]
-            out.append(payload if payload == "[DONE]" else json.loads(payload))
-    return out
+from ..support.fuzz import fuzz
+from ..support.openai_wire import bodies, events_of
 
 
 # --------------------------------------------------------------------------- requests
@@ -201,18 +193,8 @@ def test_error_bodies(error, status, kind, code):
 
 # --------------------------------------------------------------------------- fuzz
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                           max_leaves=20)
-message = st.fixed_dictionaries({"role": st.sampled_from(["system", "developer", "user", "assistant", "tool", "x"])},
-                                optional={"content": json_values, "tool_calls": json_values, "tool_call_id": json_values})
-bodies = st.fixed_dictionaries({"messages": st.lists(message, max_size=4) | json_values},
-                               optional={name: json_values for name in ("max_tokens", "temperature", "top_p", "stop",
-                                                                        "tools", "tool_choice", "n", "response_format")})
-
-
 @given(body=bodies)
-@settings(deadline=None, database=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@fuzz(300)
 def test_converse_translation_only_refuses_with_invalid_field(body):
     try:
         fields = converse.converse_request(body)

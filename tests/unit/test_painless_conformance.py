@@ -26,21 +26,19 @@ from mlstream.processing import (
     pre_process,
 )
 from mlstream.testing.painless_scripts import (
-    CLAUDE_JUDGMENT_POST,
-    CROSS_ENCODER_POST,
     CROSS_ENCODER_PRE,
     DEEPSEEK_POST,
     GUARDRAIL_POST,
     JUDGMENT_POST,
     MULTIMODAL_PRE,
-    QUANTIZED_POST,
     RERANK_POST,
     RERANK_PRE,
     TEXT_POST,
-    TITAN_EMBEDDING_POST,
     TITAN_EMBEDDING_PRE,
     TYPED_PARAMETERS_PRE,
 )
+
+from ..support.painless import POST_CASES, response_map
 
 # ------------------------------------------------------------------ pre-process
 
@@ -95,49 +93,6 @@ def test_parameters_fill_a_script() -> None:
 
 # ------------------------------------------------------------------ post-process
 
-def _similarity(score: float) -> dict[str, Any]:
-    return {"name": "similarity", "data_type": "FLOAT32", "shape": [1], "data": [score]}
-
-
-def _response(key: str, text: str) -> dict[str, Any]:
-    return {"name": "response", "dataAsMap": {key: text}}
-
-
-POST_CASES: list[tuple[str, str, str, Any, Any]] = [
-    ("bedrock_connector_titan_embedding_blueprint.md", "embedding", TITAN_EMBEDDING_POST,
-     {"embedding": [0.5, -0.0001, 2], "inputTextTokenCount": 3},
-     [{"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [3], "data": [0.5, -0.0001, 2]}]),
-    ("bedrock_connector_titan_embedding_blueprint.md", "error-message-passed-on", TITAN_EMBEDDING_POST,
-     {"message": "Malformed input request"}, [_response("response", "Malformed input request")]),
-    ("bedrock_connector_titan_multimodal_embedding_blueprint.md", "script-returns-null",
-     TITAN_EMBEDDING_POST.replace("return params.message;", "return null;"), {"embedding": []}, None),
-    ("rerank_pipeline_with_Amazon_Rerank_model_on_Amazon_Bedrock.md", "scores-back-in-document-order",
-     RERANK_POST, {"results": [{"index": 1, "relevance_score": 0.9}, {"index": 0, "relevance_score": 1e-05}]},
-     [_similarity(1e-05), _similarity(0.9)]),
-    ("rerank_pipeline_with_CrossEncoder_model_deployed_on_Sagemaker.md", "array-answer-is-result", CROSS_ENCODER_POST,
-     [{"score": 0.25}, {"score": 3}], [_similarity(0.25), _similarity(3)]),
-    ("rerank_pipeline_with_CrossEncoder_model_deployed_on_Sagemaker.md", "plain-text-answer", CROSS_ENCODER_POST,
-     {"other": 1}, [_response("response", "no result generated")]),
-    ("llm_judgment/deepseek_chat_blueprint.md", "escape-helper", JUDGMENT_POST,
-     {"choices": [{"message": {"content": 'Rating: "4"\nReason: fine\r'}}]},
-     [_response("response", 'Rating: "4"\nReason: fine\r')]),
-    ("llm_judgment/anthropic_claude_bedrock_blueprint.md", "escape-backslash", CLAUDE_JUDGMENT_POST,
-     {"content": [{"type": "text", "text": "C:\\dir \\u00e9"}]}, [_response("response", "C:\\dir \\u00e9")]),
-    ("RAG_with_DeepSeek_R1_model_on_Sagemaker.md", "completion", DEEPSEEK_POST,
-     [{"generated_text": "<think>ok</think> answer"}], [_response("completion", "<think>ok</think> answer")]),
-    ("semantic_search_with_byte_quantized_vector.md", "int8", QUANTIZED_POST,
-     {"embeddings": {"int8": [[1, -2], [127, 0]]}},
-     [{"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [2], "data": [1, -2]},
-      {"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [2], "data": [127, 0]}]),
-    ("semantic_search_with_byte_quantized_vector.md", "float-values-print-as-float", QUANTIZED_POST,
-     {"embeddings": {"float": [[0.1, 1e-4, 3.3333333333]]}},
-     [{"name": "sentence_embedding", "data_type": "FLOAT32", "shape": [3], "data": [0.1, 0.0001, 3.3333333]}]),
-    ("bedrock_connector_ai21labs_jurassic_blueprint.md", "plain-text", TEXT_POST,
-     {"completions": [{"data": {"text": "Hello there"}}]}, [_response("response", "Hello there")]),
-    ("use_bedrock_guardrails.md", "not-intervened-is-null", GUARDRAIL_POST,
-     {"amazon-bedrock-guardrailAction": "NONE"}, None),
-]
-
 
 @pytest.mark.parametrize("source, answer, expected", [c[2:] for c in POST_CASES],
                          ids=[f"{c[0]}:{c[1]}" for c in POST_CASES])
@@ -168,4 +123,4 @@ def test_json_integers_keep_their_java_type() -> None:
     # Jackson: an Integer, or a Long past 32 bits; int arithmetic wraps, long does not
     source = "return '' + (params.small * 2) + ' ' + (params.big * 2)"
     assert post_process_script(source, {}, b'{"small": 2147483647, "big": 2147483648}') == [
-        _response("response", "-2 4294967296")]
+        response_map("response", "-2 4294967296")]

@@ -11,7 +11,7 @@ import struct
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mlstream.errors import ScriptError
@@ -33,7 +33,7 @@ from mlstream.painless.values import (
     float_to_string,
 )
 
-FAST = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow], max_examples=500)
+from ..support.fuzz import fuzz
 
 
 def float_by_every_digit_count(value: float) -> str:
@@ -62,7 +62,7 @@ def test_float_to_string_of_every_power_of_two() -> None:
         assert float_to_string(f) == float_by_every_digit_count(f), exponent
 
 
-@FAST
+@fuzz(500)
 @given(st.integers(0, 2 ** 32 - 1))
 def test_float_to_string_of_any_float(bits: int) -> None:
     value = struct.unpack("f", struct.pack("I", bits))[0]
@@ -84,7 +84,7 @@ def test_arithmetic_and_comparison_shortcuts(op: str) -> None:
                 repr(outcome(lambda: binary(op, params["a"], params["b"]))), (a, op, b)   # noqa: B023 (run at once)
 
 
-@FAST
+@fuzz(500)
 @given(st.sampled_from(["<", "<=", ">", ">=", "-", "*"]),
        st.integers(-2 ** 33, 2 ** 33) | st.floats(), st.integers(-2 ** 33, 2 ** 33) | st.floats())
 def test_arithmetic_and_comparison_shortcuts_on_any_numbers(op: str, a: Any, b: Any) -> None:
@@ -150,7 +150,7 @@ def _appended(append: Any, value: Any, limits: Limits, before: str) -> tuple[Any
     return outcome, sb.text(), budget.allocated
 
 
-@FAST
+@fuzz(500)
 @given(st.one_of(st.integers(-2**31, 2**31 - 1), st.floats(allow_nan=True, allow_infinity=True),
                  st.floats(width=32).map(JFloat.of)),
        st.integers(0, 40), st.integers(0, 120), st.text("ab", max_size=20))

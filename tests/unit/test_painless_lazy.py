@@ -9,13 +9,15 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mlstream.errors import ScriptError
 from mlstream.painless import Limits, compile_script
 from mlstream.painless.values import JFloat, ListPrint, double_to_string, java_string
 from mlstream.processing import post_process_script
+
+from ..support.fuzz import fuzz
 
 EDGES = [0.0, -0.0, 1e-3, 0.0009999999999999998, -1e-3, 1e7, 9999999.999999998, -1e7, 1e-7, 123456789.0,
          5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 1.0, -1.5, 0.1, 1 / 3, 100.0, 1e21, 1e-5]
@@ -157,10 +159,9 @@ def test_a_growing_builder_of_lazy_prints_stops_at_its_limit() -> None:
 
 DOUBLES = st.floats(allow_nan=True, allow_infinity=True) | st.floats(-1e-2, 1e-2) | st.sampled_from(EDGES) | \
     st.floats(min_value=1e6, max_value=1e8) | st.floats(min_value=-1e-300, max_value=1e-300)
-LAZY = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow], max_examples=200)
 
 
-@LAZY
+@fuzz(200)
 @given(st.lists(DOUBLES, min_size=64, max_size=120))
 def test_a_lazy_print_equals_printing_each_double(values: list[float]) -> None:
     printed = ListPrint.of(values)
@@ -169,7 +170,7 @@ def test_a_lazy_print_equals_printing_each_double(values: list[float]) -> None:
     assert len(printed.text()) <= printed.upper
 
 
-@LAZY
+@fuzz(200)
 @given(st.lists(DOUBLES, min_size=64, max_size=120), st.sampled_from([c[1] for c in POST_SCRIPTS]))
 def test_post_process_of_any_doubles_equals_the_printed_text(values: list[float], source: str) -> None:
     payload = json.dumps({"v": values}).encode()

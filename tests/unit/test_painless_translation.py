@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mlstream.errors import ScriptError
@@ -16,11 +16,8 @@ from mlstream.painless import BUILTINS, Limits, Script, compile_script, parse, p
 from mlstream.painless.pysource import translate
 from mlstream.painless.runtime import compile_program
 
-from .test_fuzz_painless import EXPRESSIONS, FRAGMENTS, PARAMS
-from .test_painless_conformance import POST_CASES
-
-SMALL = Limits(max_steps=2_000, max_string_chars=10_000, max_allocated=50_000, max_call_depth=8)
-FUZZ = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow], max_examples=300)
+from ..support.fuzz import fuzz
+from ..support.painless import EXPRESSIONS, FRAGMENTS, PARAMS, POST_CASES, SMALL
 
 
 def both(source: str) -> tuple[Script, Script]:
@@ -142,7 +139,7 @@ def test_nothing_a_script_says_becomes_python() -> None:
 
 
 
-@FUZZ
+@fuzz(300)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=40),
        st.dictionaries(st.sampled_from(["v", "x", "text_docs"]), PARAMS, max_size=3))
 def test_fragment_soup_runs_the_same_both_ways(fragments: list[str], params: dict[str, Any]) -> None:
@@ -154,7 +151,7 @@ def test_fragment_soup_runs_the_same_both_ways(fragments: list[str], params: dic
     agree(source, params)
 
 
-@FUZZ
+@fuzz(300)
 @given(st.lists(EXPRESSIONS, min_size=1, max_size=3),
        st.fixed_dictionaries({"x": PARAMS, "y": PARAMS, "v": PARAMS, "m": PARAMS}))
 def test_expressions_over_any_values_the_same_both_ways(expressions: list[str], params: dict[str, Any]) -> None:
@@ -215,7 +212,7 @@ def _statements(depth: int) -> st.SearchStrategy[str]:
     )
 
 
-@FUZZ
+@fuzz(300)
 @given(st.lists(_statements(2), max_size=6), st.sampled_from(NAMES), PARAMS, PARAMS)
 def test_generated_programs_run_the_same_both_ways(statements: list[str], result: str, x: Any, v: Any) -> None:
     body = " ".join(statements)

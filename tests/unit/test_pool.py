@@ -14,7 +14,7 @@ import pytest
 from mlstream.errors import Overloaded
 from mlstream.streaming.pool import StreamPool
 
-HANG_GUARD = 10.0  # seconds: only reached if the code under test hangs
+from ..support.timeouts import HANG_GUARD
 
 
 @pytest.fixture

@@ -19,13 +19,20 @@ from mlstream.processing import (
     TextDocs,
     TextSimilarity,
     chunk_size,
-    data_type_from_filter,
     escape_input_parameters,
     parse_predict_input,
     post_process,
     pre_process,
     split_dataset,
 )
+from mlstream.processing.builtin_post import POST_PROCESS_FUNCTIONS
+from mlstream.processing.builtin_pre import PRE_PROCESS_FUNCTIONS
+from mlstream.processing.scripts import (
+    CONVERT_INPUT_TO_JSON_STRING,
+    CONVERT_PARAMETERS_TO_OBJECTS,
+    PROCESS_REMOTE_INFERENCE_INPUT,
+)
+from mlstream.processing.tensors import data_type_from_filter
 
 # ------------------------------------------------------------------ the _predict body
 # input/remote/RemoteInferenceMLInput.java (parameters), input/MLInput.java (text_docs,
@@ -176,7 +183,7 @@ def test_every_ml_commons_pre_process_name_is_built_in() -> None:
              "bedrock.multimodal_embedding", "bedrock.nova.embedding", "bedrock.nova.text_embedding",
              "bedrock.nova.image_embedding", "bedrock.nova.video_embedding", "bedrock.nova.audio_embedding",
              "default.embedding", "cohere.rerank", "bedrock.rerank", "default.rerank"}
-    assert set(processing.PRE_PROCESS_FUNCTIONS) == {PRE + n for n in names}
+    assert set(PRE_PROCESS_FUNCTIONS) == {PRE + n for n in names}
 
 
 PRE_ERRORS = [
@@ -308,7 +315,7 @@ def test_every_ml_commons_post_process_name_is_built_in() -> None:
              "bedrock.batch_job_arn",
              *(f"cohere_v2.embedding.{t}" for t in ("float", "int8", "uint8", "binary", "ubinary")),
              *(f"bedrock_v2.embedding.{t}" for t in ("float", "binary"))}
-    assert set(processing.POST_PROCESS_FUNCTIONS) == {POST + n for n in names}
+    assert set(POST_PROCESS_FUNCTIONS) == {POST + n for n in names}
 
 
 POST_ERRORS = [
@@ -363,9 +370,9 @@ def test_check_function_name_refuses(field: str, name: str, message: str) -> Non
 
 
 def test_check_function_name_accepts_built_ins() -> None:
-    for name in processing.PRE_PROCESS_FUNCTIONS:
+    for name in PRE_PROCESS_FUNCTIONS:
         processing.check_function_name("actions[0].pre_process_function", name)
-    for name in processing.POST_PROCESS_FUNCTIONS:
+    for name in POST_PROCESS_FUNCTIONS:
         processing.check_function_name("actions[0].post_process_function", name)
     processing.check_function_name("actions[0].post_process_function", None)
 
@@ -375,7 +382,7 @@ def test_the_painless_interpreter_is_loaded_only_when_a_script_is_compiled() -> 
     import subprocess
     import sys
 
-    probe = ("import sys, mlstream.cli, mlstream.server.app, mlstream.processing as p\n"
+    probe = ("import sys, mlstream.cli, mlstream.server.app, mlstream.processing.scripts as p\n"
              "before = any(name.startswith('mlstream.painless') for name in sys.modules)\n"
              "p.compile_script('return 1')\n"
              "print(before, 'mlstream.painless' in sys.modules)")
@@ -391,8 +398,8 @@ def test_the_painless_interpreter_is_loaded_only_when_a_script_is_compiled() -> 
 # (RemoteConnectorExecutor.executeAction); with convert_remote_inference_param_to_object
 # JSON object or array text is read into Maps and Lists, every number a Double.
 
-REMOTE_INPUT = processing.PROCESS_REMOTE_INFERENCE_INPUT
-AS_OBJECTS = processing.CONVERT_PARAMETERS_TO_OBJECTS
+REMOTE_INPUT = PROCESS_REMOTE_INFERENCE_INPUT
+AS_OBJECTS = CONVERT_PARAMETERS_TO_OBJECTS
 # A prompt turned into chat messages: the question quoted into JSON as it arrives.
 TO_MESSAGES = """
     def content = 'Answer briefly: ' + params.question;
@@ -427,11 +434,11 @@ REMOTE_INPUT_CASES = [
      {}, {REMOTE_INPUT: "true"}, {"k": "1.0", "m": '{"x":[2.0]}', "s": "t"}),
     # "banana" hashes to bucket 0, "cherry" and "apple" to bucket 1 (put in that order), in a
     # table of 4 (putAll of 3) as in one of 16 (each put): java.util.HashMap's order
-    ("params-iterate-as-a-hashmap", "def s = ''; for (def k : params.keySet()) { s += k + ','; } "
-                                    "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';",
+    ("params-iterate-as-a-hashmap", ("def s = ''; for (def k : params.keySet()) { s += k + ','; } "
+                                     "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';"),
      {"cherry": "c", "apple": "a", "banana": "b"}, {REMOTE_INPUT: "true"}, {"keys": "banana,cherry,apple,"}),
-    ("params-iterate-as-a-hashmap-as-objects", "def s = ''; for (def k : params.keySet()) { s += k + ','; } "
-                                               "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';",
+    ("params-iterate-as-a-hashmap-as-objects", ("def s = ''; for (def k : params.keySet()) { s += k + ','; } "
+                                                "return '{\"parameters\": {\"keys\": \"' + s + '\"}}';"),
      {"cherry": "c", "apple": "a", "banana": "b"}, {REMOTE_INPUT: "true", AS_OBJECTS: "true"},
      {"keys": "banana,cherry,apple,"}),
     ("connector-parameter-filled-in", "return '{\"parameters\": {\"m\": \"' + ${parameters.model} + '\"}}';",
@@ -488,7 +495,7 @@ def test_convert_input_to_json_string_gives_the_script_text() -> None:
               "return '{\"parameters\": {\"docs\": \"' + escape(params.text_docs) + '\", \"string\": \"' "
               "+ (params.text_docs instanceof String) + '\", \"query\": \"' + params.query_text + '\", "
               "\"keys\": \"' + keys.trim() + '\"}}';")
-    flag = {processing.CONVERT_INPUT_TO_JSON_STRING: "true"}
+    flag = {CONVERT_INPUT_TO_JSON_STRING: "true"}
     out = pre_process(script, TextSimilarity("q", ('a "b"', None)), flag)
     # the documents are escaped (escapeMLInput), then the list is written as Gson writes it
     assert json.loads(out["docs"]) == ['a \\"b\\"', None]
@@ -496,5 +503,5 @@ def test_convert_input_to_json_string_gives_the_script_text() -> None:
     names = ["algorithm", "query_text", "text_docs"]
     assert out["keys"].split() == sorted(names, key=lambda n: _java_bucket(n, 16))
     without = pre_process("return '{\"parameters\": {\"string\": \"' + (params.text_docs instanceof String) + '\"}}';",
-                          TextDocs(("a",)), {processing.CONVERT_INPUT_TO_JSON_STRING: "false"})
+                          TextDocs(("a",)), {CONVERT_INPUT_TO_JSON_STRING: "false"})
     assert without == {"string": "false"}

@@ -11,20 +11,13 @@ from mlstream.errors import Overloaded
 from mlstream.ratelimit import RateLimiter
 from mlstream.ratelimit import RateLimit
 
-HANG_GUARD = 10.0
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 500.0
-
-    def monotonic(self) -> float:
-        return self.now
+from ..support.clocks import FakeClock
+from ..support.timeouts import HANG_GUARD
 
 
 @pytest.fixture
 def clock(monkeypatch):
-    fake = FakeClock()
+    fake = FakeClock(500.0)
     monkeypatch.setattr(ratelimit, "time", fake)
     return fake
 

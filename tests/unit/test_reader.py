@@ -28,46 +28,11 @@ from mlstream.streaming.pool import StreamPool
 from mlstream.streaming.reader import read_stream, start_stream
 from mlstream.upstream import ProviderCall
 
-HANG_GUARD = 10.0  # seconds: only reached if the code under test hangs
+from ..support.responses import BLOCK, StubResponse
+from ..support.threads import run_in_thread
+from ..support.timeouts import HANG_GUARD
+
 URL = "https://api.example.com/v1/chat/completions?api_key=sk-secret"
-BLOCK = object()  # read1 blocks until shutdown(), then returns b"" (the socket is shut down)
-
-
-class StubResponse:
-    def __init__(self, chunks=(), status: int = 200, headers: dict | None = None) -> None:
-        self.status = status
-        self.headers = headers if headers is not None else {}
-        self._chunks = list(chunks)
-        self.calls: list[str] = []
-        self.reads = 0
-        self.reading = threading.Event()  # set when read1 blocks on BLOCK
-        self._shut = threading.Event()
-
-    def read1(self, amount: int) -> bytes:
-        self.reads += 1
-        if not self._chunks:
-            return b""
-        chunk = self._chunks.pop(0)
-        if chunk is BLOCK:
-            self.reading.set()
-            assert self._shut.wait(HANG_GUARD), "read1 was never unblocked"
-            return b""
-        if isinstance(chunk, BaseException):
-            raise chunk
-        return chunk
-
-    def shutdown(self) -> None:
-        self.calls.append("shutdown")
-        self._shut.set()
-
-    def drain_conn(self) -> None:
-        self.calls.append("drain_conn")
-
-    def close(self) -> None:
-        self.calls.append("close")
-
-    def release_conn(self) -> None:
-        self.calls.append("release_conn")
 
 
 def openai_chunk(content: str) -> bytes:
@@ -126,21 +91,6 @@ def run(response, *, capacity: int = 64, decoder=None, error_body=None, stall_ti
     options = {} if error_body is None else {"error_body": error_body}
     read_stream(channel, call_of(send, **options), decoder or OpenAIStreamDecoder(chat=True), stall_timeout)
     return channel, drain(channel)
-
-
-def run_in_thread(*args, **kwargs):
-    result: list = []
-    finished = threading.Event()
-
-    def body():
-        try:
-            result.append(run(*args, **kwargs))
-        finally:
-            finished.set()
-
-    thread = threading.Thread(target=body, daemon=True)
-    thread.start()
-    return thread, result, finished
 
 
 # --- the normal path ------------------------------------------------------------------
@@ -245,7 +195,7 @@ def test_a_cancel_during_send_shuts_the_new_response_down():
 def test_cancel_during_a_blocked_read_returns_promptly_and_closes_the_connection():
     response = StubResponse([openai_chunk("before"), BLOCK, openai_chunk("after") + DONE])
     channel = Channel(8)
-    thread, result, finished = run_in_thread(response, channel=channel)
+    thread, result, finished = run_in_thread(run, response, channel=channel)
     assert response.reading.wait(HANG_GUARD)
     assert not finished.is_set()
     channel.cancel(MLStreamError("client gone"))
@@ -263,7 +213,7 @@ def test_cancel_during_a_read_that_raises_returns_quietly():
 
     response = Broken([BLOCK])
     channel = Channel(8)
-    thread, result, finished = run_in_thread(response, channel=channel)
+    thread, result, finished = run_in_thread(run, response, channel=channel)
     assert response.reading.wait(HANG_GUARD)
     error = MLStreamError("client gone")
     channel.cancel(error)
@@ -277,7 +227,7 @@ def test_a_client_that_stops_reading_stalls_the_stream_and_cancels_it():
     chunks = [openai_chunk(str(n)) for n in range(10)] + [DONE]
     response = StubResponse(chunks)
     channel = Channel(2)
-    thread, _, finished = run_in_thread(response, channel=channel, stall_timeout=0.05)
+    thread, _, finished = run_in_thread(run, response, channel=channel, stall_timeout=0.05)
     assert finished.wait(HANG_GUARD), "the reader did not give up on a stalled client"
     thread.join(HANG_GUARD)
     assert channel.cancelled

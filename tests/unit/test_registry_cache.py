@@ -11,9 +11,8 @@ from mlstream.credentials import AESGCMCodec
 from mlstream.endpoints import EndpointPolicy
 from mlstream.registry import Registry
 
-from ..conftest import StoreFactory
-
-HANG_GUARD = 10.0
+from ..support.stores import StoreFactory
+from ..support.timeouts import HANG_GUARD
 
 
 class Pausing:

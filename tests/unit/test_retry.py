@@ -15,28 +15,8 @@ from mlstream import retry
 from mlstream.connectors import ClientConfig
 from mlstream.retry import RETRYABLE_STATUSES, RetryCancelled, RetryPolicy, send_with_retries
 
-
-class StubResponse:
-    def __init__(self, status: int, headers: dict | None = None) -> None:
-        self.status = status
-        self.headers = headers or {}
-        self.calls: list[str] = []
-
-    def drain_conn(self) -> None:
-        self.calls.append("drain_conn")
-
-    def release_conn(self) -> None:
-        self.calls.append("release_conn")
-
-
-class FakeClock:
-    """time.monotonic that only moves when a wait() moves it."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
+from ..support.clocks import FakeClock
+from ..support.responses import StubResponse
 
 
 class Script:
@@ -69,7 +49,7 @@ class Script:
 
 @pytest.fixture
 def clock(monkeypatch):
-    fake = FakeClock()
+    fake = FakeClock(1000.0)
     monkeypatch.setattr(retry, "time", fake)
     return fake
 
@@ -128,14 +108,14 @@ def test_backoff_stays_within_its_bounds(retry_index, seed, base, name):
 
 @pytest.mark.parametrize("status", [200, 201, 400, 401, 403, 404, 422, 501])
 def test_answers_not_worth_retrying_are_returned_at_once(clock, status):
-    script = Script(clock, StubResponse(status))
+    script = Script(clock, StubResponse(status=status))
     assert script.run(policy()) is script.responses[0]
     assert script.sent == 1 and script.waits == [] and script.responses[0].calls == []
 
 
 @pytest.mark.parametrize("status", sorted(RETRYABLE_STATUSES))
 def test_retryable_statuses_are_retried_until_success(clock, status):
-    failed, failed_again, ok = StubResponse(status), StubResponse(status), StubResponse(200)
+    failed, failed_again, ok = StubResponse(status=status), StubResponse(status=status), StubResponse(status=200)
     script = Script(clock, failed, failed_again, ok)
     assert script.run(policy()) is ok
     assert script.waits == [0.5, 0.5]
@@ -147,13 +127,13 @@ def test_retryable_statuses_are_retried_until_success(clock, status):
 
 
 def test_no_retries_by_default(clock):
-    script = Script(clock, StubResponse(503))
+    script = Script(clock, StubResponse(status=503))
     assert script.run(RetryPolicy()).status == 503
     assert script.sent == 1 and script.waits == []
 
 
 def test_when_the_retries_are_spent_the_last_answer_is_returned(clock):
-    responses = [StubResponse(503) for _ in range(3)]
+    responses = [StubResponse(status=503) for _ in range(3)]
     script = Script(clock, *responses)
     assert script.run(policy(max_retries=2)) is responses[-1]
     assert script.sent == 3 and len(script.waits) == 2
@@ -163,7 +143,7 @@ def test_when_the_retries_are_spent_the_last_answer_is_returned(clock):
 def test_jittered_waits_come_from_the_policy(clock, monkeypatch):
     monkeypatch.setattr(retry, "_RNG", random.Random(42))
     jittered = policy(max_retries=4, backoff_millis=100, policy="exponential_full_jitter")
-    script = Script(clock, *[StubResponse(500) for _ in range(4)], StubResponse(200))
+    script = Script(clock, *[StubResponse(status=500) for _ in range(4)], StubResponse(status=200))
     assert script.run(jittered).status == 200
     expected_rng = random.Random(42)
     assert script.waits == [jittered.backoff(n, expected_rng) for n in range(4)]
@@ -172,7 +152,7 @@ def test_jittered_waits_come_from_the_policy(clock, monkeypatch):
 def test_no_retry_is_started_that_would_end_past_the_timeout(clock):
     # 3 s backoff within a 10 s bound measured from the first call: waits end at 3, 6, 9;
     # a fourth would end at 12, so the fourth answer is returned instead.
-    responses = [StubResponse(502) for _ in range(10)]
+    responses = [StubResponse(status=502) for _ in range(10)]
     script = Script(clock, *responses)
     result = script.run(policy(max_retries=9, backoff_millis=3000, timeout_seconds=10))
     assert script.waits == [3.0, 3.0, 3.0]
@@ -180,14 +160,14 @@ def test_no_retry_is_started_that_would_end_past_the_timeout(clock):
 
 
 def test_a_backoff_longer_than_the_timeout_is_not_waited(clock):
-    script = Script(clock, StubResponse(503), StubResponse(200))
+    script = Script(clock, StubResponse(status=503), StubResponse(status=200))
     assert script.run(policy(backoff_millis=5000, timeout_seconds=1)).status == 503
     assert script.waits == []
 
 
 def test_wait_returning_false_cancels(clock):
-    first = StubResponse(429)
-    script = Script(clock, first, StubResponse(200), wait_result=False)
+    first = StubResponse(status=429)
+    script = Script(clock, first, StubResponse(status=200), wait_result=False)
     with pytest.raises(RetryCancelled):
         script.run(policy())
     assert script.sent == 1
@@ -198,14 +178,14 @@ def test_wait_returning_false_cancels(clock):
 
 
 def test_retry_after_seconds_replaces_the_backoff(clock):
-    script = Script(clock, StubResponse(429, {"Retry-After": "7"}), StubResponse(200))
+    script = Script(clock, StubResponse(status=429, headers={"Retry-After": "7"}), StubResponse(status=200))
     assert script.run(policy(backoff_millis=100)).status == 200
     assert script.waits == [7.0]
 
 
 def test_retry_after_past_the_timeout_passes_the_answer_on(clock):
-    refused = StubResponse(429, {"Retry-After": "120"})
-    script = Script(clock, refused, StubResponse(200))
+    refused = StubResponse(status=429, headers={"Retry-After": "120"})
+    script = Script(clock, refused, StubResponse(status=200))
     assert script.run(policy(timeout_seconds=30)) is refused
     assert script.waits == [] and refused.calls == []  # its Retry-After reaches the caller
 
@@ -213,22 +193,22 @@ def test_retry_after_past_the_timeout_passes_the_answer_on(clock):
 def test_retry_after_as_an_http_date_replaces_the_backoff(clock):
     # urllib3 reads a date against the wall clock; a date 20 s ahead is 19-20 s away
     date = email.utils.formatdate(time.time() + 20, usegmt=True)
-    script = Script(clock, StubResponse(503, {"Retry-After": date}), StubResponse(200))
+    script = Script(clock, StubResponse(status=503, headers={"Retry-After": date}), StubResponse(status=200))
     assert script.run(policy(backoff_millis=100)).status == 200
     assert len(script.waits) == 1 and 18 <= script.waits[0] <= 20
 
 
 def test_retry_after_as_a_date_in_the_past_retries_at_once(clock):
-    script = Script(clock, StubResponse(503, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),
-                    StubResponse(200))
+    script = Script(clock, StubResponse(status=503, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),
+                    StubResponse(status=200))
     assert script.run(policy(backoff_millis=100)).status == 200
     assert script.waits == [0.0]
 
 
 def test_retry_after_as_a_far_date_passes_the_answer_on(clock):
     date = email.utils.formatdate(time.time() + 3600, usegmt=True)
-    refused = StubResponse(429, {"Retry-After": date})
-    script = Script(clock, refused, StubResponse(200))
+    refused = StubResponse(status=429, headers={"Retry-After": date})
+    script = Script(clock, refused, StubResponse(status=200))
     assert script.run(policy(timeout_seconds=30)) is refused
     assert script.waits == []
 
@@ -236,7 +216,7 @@ def test_retry_after_as_a_far_date_passes_the_answer_on(clock):
 @pytest.mark.parametrize("value", ["soon", "", "1.5", "-3", "Wed, 99 Foo 2015", "5, 6",
                                    "Mon, 1 Jan 99999999 00:00:00 GMT", "\x1d4"])
 def test_an_invalid_retry_after_falls_back_to_the_backoff(clock, value):
-    script = Script(clock, StubResponse(503, {"Retry-After": value}), StubResponse(200))
+    script = Script(clock, StubResponse(status=503, headers={"Retry-After": value}), StubResponse(status=200))
     assert script.run(policy(backoff_millis=250)).status == 200
     assert script.waits == [0.25]
 
@@ -248,10 +228,10 @@ def test_an_invalid_retry_after_falls_back_to_the_backoff(clock, value):
     st.datetimes().map(lambda moment: email.utils.format_datetime(moment) + " GMT"),
 ))
 def test_any_retry_after_value_gives_a_finite_wait_or_the_backoff(value):
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     original, retry.time = retry.time, clock  # hypothesis forbids function-scoped fixtures
     try:
-        script = Script(clock, StubResponse(503, {"Retry-After": value}), StubResponse(200))
+        script = Script(clock, StubResponse(status=503, headers={"Retry-After": value}), StubResponse(status=200))
         result = script.run(policy(backoff_millis=250, timeout_seconds=10 ** 9))
     finally:
         retry.time = original

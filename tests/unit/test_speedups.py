@@ -14,7 +14,7 @@ import urllib3
 from mlstream import speedups
 from mlstream.speedups import body_ready, escape_json_string, raw_read1, start_thread_nowait
 
-HANG_GUARD = 10.0
+from ..support.timeouts import HANG_GUARD
 
 
 def response_over(raw: bytes, headers: dict[str, str] | None = None) -> tuple[urllib3.HTTPResponse, socket.socket]:

@@ -15,9 +15,8 @@ from mlstream.settings import MASTER_KEY_ENV
 from mlstream.store import Record
 from mlstream.store_postgres import MIGRATIONS, PostgresStore
 
-from ..conftest import StoreFactory
-
-HANG_GUARD = 10.0
+from ..support.stores import StoreFactory
+from ..support.timeouts import HANG_GUARD
 
 
 def test_records_keep_their_order_their_document_and_their_secret(make_store: StoreFactory) -> None:

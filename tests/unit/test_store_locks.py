@@ -15,9 +15,8 @@ from mlstream.cluster import ClusterSettings
 from mlstream.settings import STREAM_ENABLED, ServerSettings
 from mlstream.store import Record
 
-from ..conftest import StoreFactory
-
-HANG_GUARD = 10.0
+from ..support.stores import StoreFactory
+from ..support.timeouts import HANG_GUARD
 
 
 def returns_while(blocker: Callable[[threading.Event, threading.Event], None], call: Callable[[], Any]) -> Any:

