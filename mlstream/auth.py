@@ -32,10 +32,12 @@ import logging
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-from .errors import BadRequest, Forbidden, Unauthorized
+from .errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from .store import Record, Store
+from .usage import NO_KEY, KeyLimits, parse_key_limits
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,16 @@ class ApiKey:
     name: str
     role: str
     created_time: int
+    # Budget, tpm and rpm (``budgets`` enforces them); none by default.
+    limits: KeyLimits = field(default=KeyLimits())
+
+    def to_body(self) -> dict[str, Any]:
+        """The key as the key routes show it: never its secret (only the hash is stored)."""
+        return {"key_id": self.key_id, "name": self.name, "role": self.role,
+                "created_time": self.created_time, **self.limits.to_doc()}
+
+
+_KEY_FIELDS = frozenset({"name", "role", "budget", "budget_period", "tpm", "rpm"})
 
 
 def hash_key(secret: str) -> str:
@@ -63,21 +75,73 @@ class KeyStore:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def create(self, role: str, name: str | None = None) -> tuple[ApiKey, str]:
+    def create(self, role: str, name: str | None = None, limits: KeyLimits = KeyLimits()) -> tuple[ApiKey, str]:
+        """A new key; its name must be free (the key routes find keys by name)."""
         if role not in ROLES:
             raise BadRequest(f"role must be one of {', '.join(ROLES)}")
         key_id = secrets.token_hex(4)
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
-        key = ApiKey(key_id, name or f"key-{key_id}", role, int(time.time() * 1000))
-        self._store.put("apikey", Record(key_id, {
-            "name": key.name, "role": role, "created_time": key.created_time}, hash_key(secret)))
+        key = ApiKey(key_id, _checked_name(name) if name is not None else f"key-{key_id}", role,
+                     int(time.time() * 1000), limits)
+        with self._store.transaction():
+            if self._named(key.name):
+                raise Conflict(f"a key named [{key.name}] already exists")
+            self._store.put("apikey", Record(key_id, _doc(key), hash_key(secret)))
         return key, secret
+
+    def create_from_body(self, body: Any) -> tuple[ApiKey, str]:
+        """``POST /_plugins/_mlstream/keys``: {name, role (default user), budget, budget_period, tpm, rpm}."""
+        _check_fields(body)
+        return self.create(body.get("role", "user"), body.get("name"), parse_key_limits(body))
 
     def list(self) -> list[ApiKey]:
         return [_key(record) for record in self._store.scan("apikey")]
 
+    def get(self, name: str) -> ApiKey:
+        """The key named ``name`` (or with that id: keys made before names were unique)."""
+        return _key(self._record(name))
+
+    def update(self, name: str, changes: Any) -> ApiKey:
+        """Change only the fields ``changes`` names (role, name, limits; null removes a limit)."""
+        _check_fields(changes)
+        if not changes:
+            raise BadRequest("the update must name at least one of " + ", ".join(sorted(_KEY_FIELDS)))
+        with self._store.transaction():
+            record = self._record(name)
+            current = _key(record)
+            role = changes.get("role", current.role)
+            if role not in ROLES:
+                raise BadRequest(f"role must be one of {', '.join(ROLES)}")
+            new_name = _checked_name(changes["name"]) if "name" in changes else current.name
+            if new_name != current.name and self._named(new_name):
+                raise Conflict(f"a key named [{new_name}] already exists")
+            key = ApiKey(current.key_id, new_name, role, current.created_time,
+                         parse_key_limits(changes, current.limits))
+            self._store.put("apikey", Record(record.id, _doc(key), record.secret))
+        return key
+
+    def delete(self, name: str) -> ApiKey:
+        """Revoke the key named ``name``: refused from the next request on, in every process."""
+        with self._store.transaction():
+            record = self._record(name)
+            self._store.delete("apikey", record.id)
+        return _key(record)
+
     def revoke(self, key_id: str) -> bool:
         return self._store.delete("apikey", key_id)
+
+    def _named(self, name: str) -> list[Record]:
+        return [r for r in self._store.scan("apikey") if r.doc.get("name") == name]
+
+    def _record(self, name: str) -> Record:
+        named = self._named(name)
+        if len(named) > 1:
+            raise Conflict(f"{len(named)} keys are named [{name}]: name one by its id "
+                           f"({', '.join(r.id for r in named)})")
+        record = named[0] if named else self._store.get("apikey", name)
+        if record is None:
+            raise NotFound(f"no API key named [{name}]")
+        return record
 
 
 class Authenticator:
@@ -178,4 +242,23 @@ def _presented_secret(authorization: str | None) -> str | None:
 
 def _key(record: Record) -> ApiKey:
     return ApiKey(record.id, record.doc.get("name", ""), record.doc.get("role", "user"),
-                  record.doc.get("created_time", 0))
+                  record.doc.get("created_time", 0), KeyLimits.from_doc(record.doc))
+
+
+def _doc(key: ApiKey) -> dict[str, Any]:
+    return {"name": key.name, "role": key.role, "created_time": key.created_time, **key.limits.to_doc()}
+
+
+def _checked_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip() or name.strip() == NO_KEY or "," in name:
+        raise BadRequest("[name] must be a non-empty string (not \"-\", without commas)")
+    return name.strip()
+
+
+def _check_fields(body: Any) -> None:
+    if not isinstance(body, Mapping):
+        raise BadRequest("the request body must be a JSON object")
+    unknown = sorted(set(body) - _KEY_FIELDS)
+    if unknown:
+        raise BadRequest(f"unknown field [{', '.join(unknown)}] in the key; it takes "
+                         f"{', '.join(sorted(_KEY_FIELDS))}")

@@ -1,4 +1,5 @@
-"""Command line: ``mlstream serve``, ``mlstream demo``, ``mlstream keys``, ``mlstream --version``."""
+"""Command line: ``mlstream serve``, ``mlstream demo``, ``mlstream keys``, ``mlstream usage``,
+``mlstream --version``."""
 
 from __future__ import annotations
 
@@ -43,16 +44,51 @@ def build_parser() -> argparse.ArgumentParser:
     create = key_commands.add_parser("create", help="create a key; it is shown once, as the last line")
     create.add_argument("--role", choices=("admin", "user"), required=True)
     create.add_argument("--name", default=None)
+    _add_limit_flags(create)
+    update = key_commands.add_parser("update", help="change a key's role or limits (only the flags given)")
+    update.add_argument("name", help="the key's name (or id)")
+    update.add_argument("--role", choices=("admin", "user"), default=None)
+    _add_limit_flags(update, removable=True)
     key_commands.add_parser("list", help="list keys (never the keys themselves)")
     revoke = key_commands.add_parser("revoke", help="revoke a key by its id")
     revoke.add_argument("key_id")
-    for sub in key_commands.choices.values():
+    usage = commands.add_parser("usage", help="print usage and spend from the records, as a table")
+    usage.add_argument("--group-by", default="key,model",
+                       help="a comma list of key, model, interface, outcome, day, hour (default key,model)")
+    usage.add_argument("--from", dest="from_", default=None, help="ISO-8601 or epoch ms (default: 24 h ago)")
+    usage.add_argument("--to", default=None, help="ISO-8601 or epoch ms (default: now)")
+    usage.add_argument("--key", default=None, help="one key's name")
+    usage.add_argument("--model", default=None, help="one model id")
+    for sub in (*key_commands.choices.values(), usage):
         sub.add_argument("--data-dir", type=Path, default=None,
                          help="the server's data directory (default: $MLSTREAM_DATA_DIR or ~/.mlstream)")
         sub.add_argument("--store", default=None, metavar="URL",
                          help="the server's postgresql:// store (default: $MLSTREAM_STORE, else SQLite "
                               "in the data directory)")
     return parser
+
+
+def _add_limit_flags(parser: argparse.ArgumentParser, removable: bool = False) -> None:
+    """The key limit flags; for ``update``, ``--no-<limit>`` removes one."""
+    parser.add_argument("--budget", type=float, default=None, help="spend allowed per budget period")
+    parser.add_argument("--budget-period", choices=("day", "week", "month"), default=None,
+                        help="UTC day, ISO week or calendar month (default month)")
+    parser.add_argument("--tpm", type=int, default=None, help="tokens per sliding 60 s")
+    parser.add_argument("--rpm", type=int, default=None, help="requests per sliding 60 s")
+    if removable:
+        for name in ("budget", "tpm", "rpm"):
+            parser.add_argument(f"--no-{name}", action="store_true", help=f"remove the key's {name}")
+
+
+def _limit_changes(args: argparse.Namespace) -> dict:
+    """The limit fields the flags name, as the key routes take them (None removes one)."""
+    changes: dict = {}
+    for name in ("budget", "budget_period", "tpm", "rpm"):
+        if getattr(args, name, None) is not None:
+            changes[name] = getattr(args, name)
+        if getattr(args, f"no_{name}", False):
+            changes[name] = None
+    return changes
 
 
 def serve(settings: ServerSettings, argv: Sequence[str] = ()) -> int:
@@ -100,22 +136,27 @@ def serve(settings: ServerSettings, argv: Sequence[str] = ()) -> int:
 
 def keys(args: argparse.Namespace) -> int:
     from .auth import KeyStore
-    from .stores import open_store
 
-    data_dir = args.data_dir or Path(os.environ.get("MLSTREAM_DATA_DIR", Path.home() / ".mlstream"))
-    store = open_store(args.store or os.environ.get("MLSTREAM_STORE", ""), data_dir.expanduser())
+    from .usage import parse_key_limits
+
+    store = _open_store(args)
     try:
         key_store = KeyStore(store)
         out = sys.stdout
         if args.keys_command == "create":
-            key, secret = key_store.create(args.role, args.name)
-            out.write(f"created key {key.key_id} ({key.name}, role {key.role}); it is shown only "
-                      "once, below:\n")
+            key, secret = key_store.create(args.role, args.name, parse_key_limits(_limit_changes(args)))
+            out.write(f"created key {key.key_id} ({key.name}, role {key.role}{_limits_text(key.limits)}); "
+                      "it is shown only once, below:\n")
             out.write(secret + "\n")
+        elif args.keys_command == "update":
+            changes = _limit_changes(args) | ({"role": args.role} if args.role else {})
+            key = key_store.update(args.name, changes)
+            out.write(f"updated key {key.key_id} ({key.name}, role {key.role}{_limits_text(key.limits)})\n")
         elif args.keys_command == "list":
-            out.write(f"{'ID':<10} {'ROLE':<6} NAME\n")
+            out.write(f"{'ID':<10} {'ROLE':<6} {'NAME':<20} LIMITS\n")
             for key in key_store.list():
-                out.write(f"{key.key_id:<10} {key.role:<6} {key.name}\n")
+                out.write(f"{key.key_id:<10} {key.role:<6} {key.name:<20} {_limits_text(key.limits).lstrip(', ')}"
+                          .rstrip() + "\n")
         elif not key_store.revoke(args.key_id):
             raise MLStreamError(f"no key with id {args.key_id}")
         else:
@@ -123,6 +164,59 @@ def keys(args: argparse.Namespace) -> int:
         return 0
     finally:
         store.close()
+
+
+def _open_store(args: argparse.Namespace):
+    from .stores import open_store
+
+    data_dir = args.data_dir or Path(os.environ.get("MLSTREAM_DATA_DIR", Path.home() / ".mlstream"))
+    return open_store(args.store or os.environ.get("MLSTREAM_STORE", ""), data_dir.expanduser())
+
+
+def _limits_text(limits) -> str:
+    parts = []
+    if limits.budget is not None:
+        parts.append(f"budget {limits.budget:g}/{limits.budget_period}")
+    if limits.tpm is not None:
+        parts.append(f"tpm {limits.tpm}")
+    if limits.rpm is not None:
+        parts.append(f"rpm {limits.rpm}")
+    return "".join(f", {part}" for part in parts)
+
+
+def usage(args: argparse.Namespace) -> int:
+    """``mlstream usage``: what ``GET /_plugins/_mlstream/usage`` answers, as a table."""
+    import time
+
+    from .usage import group_value, parse_usage_query, usage_body
+
+    params = {name: value for name, value in (("from", args.from_), ("to", args.to), ("key", args.key),
+                                              ("model", args.model), ("group_by", args.group_by)) if value}
+    query = parse_usage_query(params, int(time.time() * 1000))
+    store = _open_store(args)
+    try:
+        rows, totals = store.usage().summarize(query)
+    finally:
+        store.close()
+    body = usage_body(query, [({f: group_value(f, v) for f, v in groups.items()}, sums) for groups, sums in rows],
+                      totals)
+    sys.stdout.write(usage_table(body))
+    return 0
+
+
+def usage_table(body: dict) -> str:
+    """A usage answer as aligned text columns, a totals line last."""
+    columns = [*body["group_by"], "requests", "errors", "input_tokens", "output_tokens", "cached_input_tokens",
+               "cost"]
+    lines = [[str(c).upper() for c in columns]]
+    for row in (*body["rows"], {**{c: "TOTAL" if i == 0 else "" for i, c in enumerate(body["group_by"])},
+                                **body["totals"]}):
+        lines.append(["-" if row.get(c) is None else (f"{row[c]:.6g}" if isinstance(row[c], float) else str(row[c]))
+                      for c in columns])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
+    text = f"usage from {body['from']} to {body['to']}\n"
+    return text + "".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() + "\n"
+                          for line in lines)
 
 
 def tune_process() -> None:
@@ -152,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(getattr(args, "log_level", "WARNING"), "text")
         if args.command == "keys":
             return keys(args)
+        if args.command == "usage":
+            return usage(args)
         from .demo import run_demo
         return run_demo(port=args.port, once=args.once)
     except MLStreamError as exc:

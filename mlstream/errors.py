@@ -25,6 +25,8 @@ translated where they enter our code, keeping the original as ``__cause__``.
      +-- UnsupportedMediaType           415 media_type_header_exception
      +-- ExpectationFailed              417 illegal_argument_exception (an Expect we cannot meet)
      +-- Overloaded                     429 rejected_execution_exception (+ Retry-After)
+     +-- BudgetExceeded                 429 budget_exceeded (+ Retry-After: the budget period's end)
+     +-- RateLimited                    429 rate_limited (+ Retry-After: a key's rpm or tpm window)
      +-- HeadersTooLarge                431 too_long_http_header_exception
      |    +-- TrailersTooLarge          431 (a chunked body's trailer section)
      +-- NotImplementedCoding           501 illegal_argument_exception (a transfer coding we lack)
@@ -164,6 +166,26 @@ class Overloaded(MLStreamError):
 
     http_status = 429
     error_type = "rejected_execution_exception"
+
+    def __init__(self, reason: str, *, retry_after_seconds: int = 1) -> None:
+        super().__init__(reason, headers={"Retry-After": str(max(1, retry_after_seconds))})
+
+
+class BudgetExceeded(MLStreamError):
+    """An API key spent its budget for the current period; ``Retry-After`` is the period's end."""
+
+    http_status = 429
+    error_type = "budget_exceeded"
+
+    def __init__(self, reason: str, *, retry_after_seconds: int) -> None:
+        super().__init__(reason, headers={"Retry-After": str(max(1, retry_after_seconds))})
+
+
+class RateLimited(MLStreamError):
+    """An API key is past its ``rpm`` or ``tpm`` (sliding 60 s windows)."""
+
+    http_status = 429
+    error_type = "rate_limited"
 
     def __init__(self, reason: str, *, retry_after_seconds: int = 1) -> None:
         super().__init__(reason, headers={"Retry-After": str(max(1, retry_after_seconds))})

@@ -69,6 +69,11 @@ class Metrics:
         self._http_durations: dict[str, Histogram] = {}
         self._predictions: dict[str, PredictionCounts] = {}
         self._all_predictions = PredictionCounts()
+        # Usage (usage_recorder): tokens by (model, interface, direction), cost by model. No
+        # key label: keys are many. Models are bounded as for the per-model counts.
+        self._tokens = Counter[tuple[str, str, str]]()
+        self._cost: dict[str, float] = {}
+        self._usage_dropped = 0
 
     def stream_finished(self, outcome: str, chunks: int, first_chunk_seconds: float | None,
                         front: str = "ml-commons") -> None:
@@ -101,6 +106,21 @@ class Metrics:
                 return
             counts = self._predictions[model_id] = PredictionCounts()
         counts.add(failed, ms)
+
+    def usage_recorded(self, model_id: str, interface: str, input_tokens: int, output_tokens: int,
+                       cost: float | None) -> None:
+        """One provider call's tokens and cost (``budgets.Accountant.record``)."""
+        with self._lock:
+            if model_id not in self._cost and len(self._cost) >= MAX_COUNTED_MODELS:
+                return
+            self._tokens[(model_id, interface, "input")] += input_tokens
+            self._tokens[(model_id, interface, "output")] += output_tokens
+            self._cost[model_id] = self._cost.get(model_id, 0.0) + (cost or 0.0)
+
+    def usage_dropped(self) -> None:
+        """A usage record the recorder's full queue could not take."""
+        with self._lock:
+            self._usage_dropped += 1
 
     def predictions(self) -> tuple[PredictionCounts, dict[str, PredictionCounts]]:
         """All predictions, and each model's (copies)."""
@@ -166,6 +186,20 @@ class Metrics:
                 "# HELP mlstream_log_lines_dropped_total Log lines dropped because the log's destination did not keep up.",
                 "# TYPE mlstream_log_lines_dropped_total counter",
                 f"mlstream_log_lines_dropped_total {dropped_lines()}",
+                "# HELP mlstream_tokens_total Tokens of provider calls, by model, interface and direction.",
+                "# TYPE mlstream_tokens_total counter",
+                *(f'mlstream_tokens_total{{model="{_label(model)}",interface="{_label(interface)}",'
+                  f'direction="{direction}"}} {n}'
+                  for (model, interface, direction), n in sorted(self._tokens.items())),
+                "# HELP mlstream_cost_total Cost of provider calls by model, from the model's pricing "
+                "(calls of a model without pricing add 0).",
+                "# TYPE mlstream_cost_total counter",
+                *(f'mlstream_cost_total{{model="{_label(model)}"}} {_number(cost)}'
+                  for model, cost in sorted(self._cost.items())),
+                "# HELP mlstream_usage_records_dropped_total Usage records dropped because the queue to the "
+                "store was full (their spend and tokens still counted).",
+                "# TYPE mlstream_usage_records_dropped_total counter",
+                f"mlstream_usage_records_dropped_total {self._usage_dropped}",
                 "# HELP mlstream_http_request_duration_seconds Time to answer (streams: to their end), by route.",
                 "# TYPE mlstream_http_request_duration_seconds histogram",
             ]
@@ -228,6 +262,11 @@ def merge_expositions(texts: list[str]) -> str:
         lines += headers
         lines += (f"{series} {_number(value)}" for series, value in samples.items())
     return "\n".join(lines) + "\n"
+
+
+def _label(value: str) -> str:
+    """A label value escaped as the exposition format asks."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _number(value: float) -> str:

@@ -21,6 +21,7 @@ from .errors import BadRequest, Conflict, NotFound
 from .ratelimit import RateLimit, parse_rate_limiter
 from .search import run_search
 from .store import Record, Store
+from .usage import Pricing, parse_pricing
 
 NODE_ID = "mlstream"
 REGISTERED = "REGISTERED"
@@ -32,6 +33,7 @@ _MODEL_FIELDS = frozenset({
     "name", "function_name", "description", "connector_id", "connector", "model_group_id",
     "rate_limiter", "version", "is_enabled", "guardrails", "interface", "model_format",
     "access_mode", "backend_roles", "add_all_backend_roles",
+    "pricing",  # an mlstream extension: prices per million tokens (usage.Pricing)
 })
 
 
@@ -53,6 +55,7 @@ class ResolvedModel:
     state: str
     connector: Connector
     rate_limit: RateLimit | None
+    pricing: Pricing | None = None  # None: the model's calls have cost null
 
 
 class Registry:
@@ -137,6 +140,7 @@ class Registry:
         if description is not None and not isinstance(description, str):
             raise BadRequest("[description] must be a string")
         rate_limiter = parse_rate_limiter(body.get("rate_limiter"))
+        pricing = parse_pricing(body.get("pricing"))
         group = body.get("model_group_id")
         if group is not None and not isinstance(group, str):
             raise BadRequest("[model_group_id] must be a string")
@@ -154,6 +158,8 @@ class Registry:
             doc["last_deployed_time"] = stamp
         if rate_limiter is not None:
             doc["rate_limiter"] = {"limit": rate_limiter.limit_text, "unit": rate_limiter.unit}
+        if pricing is not None:
+            doc["pricing"] = pricing.to_doc()
         secret = None
         with self._store.transaction():
             group_id, version = self._next_version(group, name, description, access)
@@ -324,6 +330,7 @@ class Registry:
                 raise Conflict("Model cannot be deleted in deploying or deployed state. "
                                "Try undeploy model first then delete")
             self._store.delete("model", model_id)
+            self._store.delete("controller", model_id)  # as ml-commons: its controller goes with it
         self._invalidate()
 
     def resolve(self, model_id: str) -> ResolvedModel:
@@ -352,7 +359,8 @@ class Registry:
                 connector = self._connector(self._connector_record(record.doc["connector_id"]))
         limiter = record.doc.get("rate_limiter")
         resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector,
-                                 parse_rate_limiter(limiter) if limiter else None)
+                                 parse_rate_limiter(limiter) if limiter else None,
+                                 parse_pricing(record.doc.get("pricing")))
         with self._cache_lock:
             if generation == self._cache_generation:
                 self._cache[model_id] = resolved

@@ -22,11 +22,13 @@ from typing import Any, Iterator
 
 from .errors import StoreError
 from .ratelimit import take
+from .usage_store import SQLiteUsage, UsageTables
 
 log = logging.getLogger(__name__)
 
-# meta: the store's own bookkeeping (e.g. the master-key check value).
-KINDS = ("connector", "model", "task", "apikey", "meta", "model_group")
+# meta: the store's own bookkeeping (e.g. the master-key check value); controller: ml-commons'
+# model controllers (per-user rate limits), by model id.
+KINDS = ("connector", "model", "task", "apikey", "meta", "model_group", "controller")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
 BUSY_TIMEOUT = 10.0
 
@@ -91,6 +93,11 @@ class Store(ABC):
         """Take a token from the rate-limit bucket ``key`` (created full) for every process
         on this store; 0.0 when taken, else the seconds until the next token."""
 
+    def usage(self) -> UsageTables:
+        """The usage tables (records, spend, rpm/tpm windows) on this store; opened on first
+        use and closed with the store. A backend without them raises StoreError."""
+        raise StoreError(f"{type(self).__name__} has no usage tables")
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -127,6 +134,10 @@ class SQLiteStore(Store):
         self._read_lock = threading.Lock()
         # Each thread's change counter inside one_counter_reading (active, value).
         self._pinned = threading.local()
+        # The usage tables (usage.db), opened by the first usage() call: their writes
+        # must not move this file's data_version, the change counter every cache reads.
+        self._usage: SQLiteUsage | None = None
+        self._usage_lock = threading.Lock()  # guards _usage; opening the file runs under it, once
         try:
             self._db = self._connect()
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -249,7 +260,16 @@ class SQLiteStore(Store):
                 raise StoreError(f"store operation failed: {exc}") from exc
         return 0.0 if taken else wait
 
+    def usage(self) -> UsageTables:
+        with self._usage_lock:
+            if self._usage is None:
+                self._usage = SQLiteUsage(self.path.parent, BUSY_TIMEOUT)
+            return self._usage
+
     def close(self) -> None:
+        with self._usage_lock:
+            if self._usage is not None:
+                self._usage.close()
         with self._buckets_lock:
             self._buckets_db.close()
         with self._read_lock:

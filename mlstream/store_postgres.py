@@ -30,6 +30,7 @@ from typing import Any, Iterator
 
 from .errors import StoreError, StoreUnavailable
 from .store import KINDS, Record, Store, record_from_row
+from .usage_store import POSTGRES_SCHEMA, PostgresUsage, UsageTables
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +71,13 @@ def _records_table(kind: str) -> list[str]:
              " FOR EACH STATEMENT EXECUTE FUNCTION mlstream_notify_change()")]
 
 
+# The record kinds migration 1 created (KINDS has grown since: later kinds come with
+# their own migration).
+_V1_KINDS = ("connector", "model", "task", "apikey", "meta", "model_group")
 # Numbered schema steps; a database records the ones applied. Append, never edit.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, (_NOTIFY_FUNCTION,
-         *(sql for kind in KINDS for sql in _records_table(kind)),
+         *(sql for kind in _V1_KINDS for sql in _records_table(kind)),
          "CREATE TABLE mlstream_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
          ("CREATE TRIGGER mlstream_settings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
           " ON mlstream_settings FOR EACH STATEMENT EXECUTE FUNCTION mlstream_notify_change()"))),
@@ -81,6 +85,9 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     # UNLOGGED (no WAL per predict; a crash of the database only refills the buckets).
     (2, (("CREATE UNLOGGED TABLE mlstream_rate_bucket (key TEXT PRIMARY KEY,"
           " tokens DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, taken BOOLEAN NOT NULL)"),)),
+    # Usage records, spend per key and day, the rpm/tpm windows (usage_store): no trigger,
+    # a recorded call is no change for the caches. And ml-commons' model controllers.
+    (3, (*POSTGRES_SCHEMA, *_records_table("controller"))),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the
@@ -187,6 +194,18 @@ class PostgresStore(Store):
         rows = self._query(_TAKE_TOKEN, {"key": key, "capacity": capacity, "rate": per_second})
         taken, tokens = rows[0]
         return 0.0 if taken else (1.0 - tokens) / per_second
+
+    def usage(self) -> UsageTables:
+        return PostgresUsage(self.session)
+
+    @contextmanager
+    def session(self) -> Iterator[Any]:
+        """A pooled connection inside a transaction of its own, errors mapped (503 when the
+        database is unreachable): for the usage tables, which take no write lock and
+        send no NOTIFY."""
+        with self._errors("use the PostgreSQL store's usage tables"), self._pool.connection() as conn:
+            with conn.transaction():
+                yield conn
 
     def change_counter(self) -> int:
         """Bumped by the listener on each NOTIFY; while it is cut off nothing can be

@@ -1,11 +1,17 @@
 """A sandboxed subset of Painless: enough to run the pre- and post-process scripts that
 ml-commons' published connector blueprints and tutorials carry.
 
-Pure and I/O-free: lexer (``lexer``), parser to frozen AST values (``parser``, ``syntax``),
-a checker and compiler to closures that runs within a step and allocation budget
-(``runtime``), a translation of a checked program with loops to Python source that runs
-as the closures do, only faster (``pysource``), Java values and their printing
-(``values``, ``operators``) and the whitelist (``library``).
+Pure and I/O-free. A script's way through the modules:
+
+    source -> lexer -> parser (syntax: frozen nodes) -> checker (CheckedProgram: names resolved)
+                                                          |-> runtime: closures, the reference
+                                                          '-> pysource: Python source, faster
+                                                              (scripts with loops or functions)
+
+Both backends call ``semantics`` for the operations they share (the translated code through
+``translated``'s namespace), the whitelist (``library``, its methods in ``strings``,
+``containers`` and ``numeric``, their argument checks in ``arguments``), ``budget`` for
+what a run may spend, and ``values`` and ``operators`` for Java's values and operators.
 A script reaches nothing but the values it is given: there are no imports, no classes
 beyond the whitelist and no reflection.
 
@@ -20,11 +26,13 @@ from collections import OrderedDict
 from typing import Any
 
 from ..errors import ScriptError
-from .library import Budget, Limits, given_params, presized_table
+from .budget import MAX_SOURCE_CHARS, Budget, Limits
+from .checker import check
+from .library import presized_table
 from .operators import Fault
 from .parser import parse
-from .pysource import repeats, translate
-from .runtime import CompiledScript, compile_program
+from .pysource import repeats, translate_checked
+from .runtime import CompiledScript, compile_checked, compile_program
 from .values import LazyText, double_to_string, from_units, hash_map_order, table_size
 
 # Besides compiling and running a script: what a caller needs to give a script Java's
@@ -37,7 +45,6 @@ __all__ = [
 ]
 
 DEFAULT_LIMITS = Limits()
-MAX_SOURCE_CHARS = 100_000
 _CACHE_SIZE = 256
 
 
@@ -81,8 +88,7 @@ class Script:
         buckets (``RemoteInferencePreProcessFunction``: 16 when it puts each parameter,
         ``tableSizeFor(ceil(n / 0.75))`` when it ``putAll``s n), its keys in the dict's
         order where they share a bucket."""
-        with given_params(params, params_table):
-            result = self._compiled.run(params, limits, lazy=lazy)
+        result = self._compiled.run(params, limits, lazy=lazy, params_table=params_table)
         # halves of a character past U+FFFF that the script joined with + are one again,
         # as they are in a Java String; a lone half stays
         return from_units(result) if type(result) is str else result
@@ -103,8 +109,9 @@ def compile_script(source: str) -> Script:
         raise ScriptError(f"a Painless script may be at most {MAX_SOURCE_CHARS} characters long")
     try:
         program = parse(source)
-        compiled = compile_program(program, BUILTINS)   # checks the script: ScriptError names the place
-        script = Script(source, compiled.translated_to(translate(program, BUILTINS) if repeats(program) else None))
+        checked = check(program, BUILTINS)   # ScriptError names the place
+        translated = translate_checked(checked) if repeats(program) else None
+        script = Script(source, compile_checked(checked).translated_to(translated))
     except RecursionError:
         raise ScriptError("Painless syntax error: the script is nested too deeply") from None
     with _cache_lock:

@@ -1,8 +1,9 @@
-"""Translates a checked ``syntax.Program`` into Python source: one Python function per
-Painless function, compiled by CPython, that runs exactly as ``runtime``'s closures do.
+"""Translates a checked program (``checker.CheckedProgram``) into Python source: one
+Python function per Painless function, compiled by CPython, that runs exactly as
+``runtime``'s closures do.
 
-Pure. Only ``runtime`` checks a script (names, types, ``break`` outside a loop...); this
-module translates a program ``runtime`` has already compiled, and the closures remain
+Pure. The checker has resolved every name (a variable is the local named for its slot);
+both backends call ``semantics`` for what they do not inline. The closures remain
 the reference: what a translated function computes, charges, raises and reports as the
 line is what the closures do (the tests run both on the same scripts and inputs). One
 difference is wanted: a closure takes several Python frames a Painless call, so deep
@@ -18,7 +19,7 @@ Safety: nothing a script says becomes Python source but values. Names are ours (
 a variable, ``t5`` a temporary, ``u0`` a function, ``C2`` a constant); a String literal
 is written with ``repr``; any other value is a constant the namespace holds. The
 namespace's builtins are only ``type``, ``len`` and the types it tests for. When CPython cannot
-compile the result (nesting past its parser's limits), ``translate`` returns None and
+compile the result (nesting past its parser's limits), ``translate_checked`` returns None and
 the closures run the script.
 """
 
@@ -28,27 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 from . import library
-from .library import Budget
-from .operators import Fault, binary, equals, truthy
-from .runtime import (
-    Concat,
-    _compound,
-    _default,
-    _index_get,
-    _index_set,
-    _plus,
-    _Scope,
-    _unary,
-    append_concat,
-    append_value,
-    builder_text,
-    concat_operands,
-    iteration,
-    no_return,
-    steps_spent,
-    throw,
-    too_deep,
-)
+from .budget import Budget
+from .checker import Builtins, CheckedFunction, CheckedProgram, check
+from .operators import Fault
+from .semantics import INT_LIMIT, default_value
 from .syntax import (
     Assign,
     Binary,
@@ -63,7 +47,6 @@ from .syntax import (
     Field,
     For,
     ForEach,
-    Function,
     If,
     Increment,
     Index,
@@ -85,32 +68,37 @@ from .syntax import (
     Unary,
     Variable,
     While,
+    concat_operands,
 )
-from .values import JArray, JFloat, JStringBuilder, LazyText
+from .translated import NAMESPACE, PLAIN_NUMBERS
 
-__all__ = ["repeats", "translate"]
+__all__ = ["repeats", "translate", "translate_checked"]
 
-_INT = 2**31
 _MAX_NESTING = 40   # deeper expressions or blocks stay with the closures (CPython's parser limits)
 _COMPARISONS = frozenset({"<", "<=", ">", ">="})
-_PLAIN_NUMBERS = frozenset({int, float})
-_EQUAL_FAST = frozenset({int, float, str})
 _PRIMITIVES: dict[str, type] = {"int": int, "double": float, "boolean": bool}
 # name -> (the value, when the test holds): what the whitelist's Number methods give then
 _NUMBER_CONVERSIONS = {
-    "intValue": ("{0}", f"type({{0}}) is int and {-_INT} <= {{0}} < {_INT}"),
+    "intValue": ("{0}", f"type({{0}}) is int and {-INT_LIMIT} <= {{0}} < {INT_LIMIT}"),
     "doubleValue": ("{0}", "type({0}) is float"),
     "floatValue": ("float32({0})", "type({0}) is float"),
 }
 
 
-def translate(program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]
-              ) -> Callable[[Budget, dict[str, Any]], Any] | None:
+def translate(program: Program, builtins: Builtins) -> Callable[[Budget, dict[str, Any]], Any] | None:
+    """``program`` checked (``checker.check``: a ``ScriptError`` names the place) and
+    translated: see ``translate_checked``."""
+    if _nesting(program) > _MAX_NESTING:   # too deep to translate: not worth checking
+        return None
+    return translate_checked(check(program, builtins))
+
+
+def translate_checked(checked: CheckedProgram) -> Callable[[Budget, dict[str, Any]], Any] | None:
     """The script's body as a Python function ``(budget, params) -> value`` (a String
     result may be a ``LazyText``), or None when CPython cannot compile it."""
-    if _nesting(program) > _MAX_NESTING:
+    if _nesting(checked.program) > _MAX_NESTING:
         return None
-    translator = _Translator(program, builtins)
+    translator = _Translator(checked)
     source = translator.source()
     try:
         code = compile(source, "<painless>", "exec")
@@ -134,71 +122,6 @@ def repeats(program: Program) -> bool:
             return True
         stack.extend(_children(node))
     return False
-
-
-# ---------------------------------------------------------------- runtime helpers
-# What the translated code calls for the uncommon cases; each does what the closure of
-# the same construct does.
-
-def _field_null_safe(value: Any, name: str) -> Any:
-    return None if value is None else library.get_field(value, name)
-
-
-def _set_field(budget: Budget, receiver: Any, name: str, value: Any) -> Any:
-    library.set_field(budget, receiver, name, value)
-    return value
-
-
-def _set_field_post(budget: Budget, receiver: Any, name: str, old: Any, value: Any) -> Any:
-    library.set_field(budget, receiver, name, value)
-    return old
-
-
-def _set_index_post(budget: Budget, receiver: Any, index: Any, old: Any, value: Any) -> Any:
-    _index_set(budget, receiver, index, value)
-    return old
-
-
-def _steps_to(budget: Budget, steps: int) -> Budget:
-    budget.steps = steps
-    return budget
-
-
-def _first(old: Any, _new: Any) -> Any:
-    return old
-
-
-def _charge(budget: Budget, size: int) -> None:
-    budget.charge(size)
-
-
-def _lazy_result(pieces: tuple[Any, list | None, int, list]) -> Any:
-    value, parts, _, _ = pieces
-    return value if parts is None else LazyText(parts)
-
-
-def _string_result(value: Any) -> Any:
-    if type(value) is LazyText:
-        return value
-    return library.coerce(value, "String", 0, "as the return value")
-
-
-_HELPERS: dict[str, Any] = {
-    "__builtins__": {"type": type, "len": len, "list": list, "dict": dict, "int": int, "float": float, "str": str,
-                     "BaseException": BaseException, "hasattr": hasattr},
-    "binary": binary, "equals": equals, "truthy": truthy, "plus": _plus, "compound": _compound,
-    "unary": _unary, "index_get": _index_get, "index_set": _index_set, "Concat": Concat,
-    "append_concat": append_concat, "append_value": append_value, "append_text": library.append_text,
-    "builder_text": builder_text, "steps_spent": steps_spent, "too_deep": too_deep,
-    "no_return": no_return, "throw": throw, "iterable": iteration, "get_field": library.get_field,
-    "field_null_safe": _field_null_safe, "set_field": _set_field, "set_field_post": _set_field_post,
-    "set_index_post": _set_index_post, "first": _first, "steps_to": _steps_to, "charge": _charge,
-    "lazy_result": _lazy_result, "string_result": _string_result, "coerce": library.coerce,
-    "cast": library.cast, "is_instance": library.is_instance, "construct": library.construct,
-    "new_array": library.new_array, "call_method": library.call_method, "call_static": library.call_static,
-    "map_key": library.map_key, "float32": JFloat.of, "JArray": JArray, "JStringBuilder": JStringBuilder,
-    "PLAIN": _PLAIN_NUMBERS, "EQUAL_FAST": _EQUAL_FAST,
-}
 
 
 def _nesting(program: Program) -> int:
@@ -259,20 +182,14 @@ class _Function:
 
 
 class _Translator:
-    def __init__(self, program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> None:
-        self.program = program
-        self.namespace: dict[str, Any] = dict(_HELPERS)
+    def __init__(self, checked: CheckedProgram) -> None:
+        self.checked = checked
+        self.namespace: dict[str, Any] = dict(NAMESPACE)
         self.constants = 0
-        self.functions: dict[tuple[str, int], str] = {}
-        for position, function in enumerate(program.functions):
-            self.functions[(function.name, len(function.parameters))] = f"u{position}"
-        declared = {name for name, _ in self.functions}
-        self.builtins = {name: value for name, value in builtins.items() if name not in declared}
-        self.scope = _Scope(None, [1])
         self.out = _Function(TypeName("def"), False)
 
     def source(self) -> str:
-        chunks = [self.function(function) for function in self.program.functions]
+        chunks = [self.function(function) for function in self.checked.functions]
         chunks.append(self.main())
         return "\n\n".join(chunks) + "\n"
 
@@ -288,14 +205,12 @@ class _Translator:
         kind = type(value)
         if value is None or kind is bool:
             return repr(value)
-        if kind is str or (kind is int and -_INT <= value < _INT):
+        if kind is str or (kind is int and -INT_LIMIT <= value < INT_LIMIT):
             return f"({value!r})" if kind is int and value < 0 else repr(value)
         return self.constant(value)
 
-    def variable(self, name: str) -> str:
-        slot = self.scope.find(name)
-        assert slot is not None, name   # runtime compiled this program: every name resolves
-        return f"v{slot.index}"
+    def variable(self, node: Variable | ForEach) -> str:
+        return f"v{self.checked.slot(node).index}"
 
     def known_type(self, node: Expr) -> type | None:
         """The Python type ``node``'s value always has, when the translation knows it:
@@ -303,23 +218,19 @@ class _Translator:
         through ``coerce``/``cast``, an ``int`` is always within 32 bits)."""
         if isinstance(node, Literal):
             kind = type(node.value)
-            return kind if kind in (str, float, bool) or (kind is int and -_INT <= node.value < _INT) else None
+            return kind if kind in (str, float, bool) or (kind is int and -INT_LIMIT <= node.value < INT_LIMIT) else None
         if isinstance(node, Variable):
-            slot = self.scope.find(node.name)
-            if slot is not None and not slot.type.dims:
+            slot = self.checked.slot(node)
+            if not slot.type.dims:
                 return _PRIMITIVES.get(slot.type.name)
         return None
 
-    def declare(self, name: str, type_: TypeName) -> str:
-        return f"v{self.scope.declare(name, type_, 0, 0).index}"
-
     # ------------------------------------------------------------ functions
 
-    def function(self, node: Function) -> str:
-        name = self.functions[(node.name, len(node.parameters))]
-        self.scope = _Scope(None, [1])
+    def function(self, function: CheckedFunction) -> str:
+        node = function.node
         self.out = out = _Function(node.returns, False)
-        parameters = [(self.declare(pname, ptype), ptype) for ptype, pname in node.parameters]
+        parameters = [(f"v{slot.index}", slot.type) for slot in function.parameters]
         out.emit("MAX = B.limits.max_steps")
         out.emit("S = B.steps + 1")   # the call is a step
         out.emit("if S > MAX: steps_spent(B)")
@@ -335,16 +246,15 @@ class _Translator:
         if returns.name != "void" and returns.name != "def" and not returns.name[0].isupper():
             out.emit("no_return()")
         out.emit("return None")
-        head = f"def {name}(B{''.join(', ' + local for local, _ in parameters)}):"
+        head = f"def u{function.position}(B{''.join(', ' + local for local, _ in parameters)}):"
         return "\n".join([head, *out.lines])
 
     def main(self) -> str:
-        self.scope = _Scope(None, [1])
-        params = self.declare("params", TypeName("Map"))
+        params = f"v{self.checked.params_slot}"
         self.out = out = _Function(TypeName("String"), True)
         out.emit("MAX = B.limits.max_steps")
         out.emit("S = B.steps")
-        self.guarded(self.program.body, implicit_return=True)
+        self.guarded(self.checked.program.body, implicit_return=True)
         out.emit("return None")
         return "\n".join([f"def main(B, {params}):", *out.lines])
 
@@ -364,8 +274,6 @@ class _Translator:
     # ------------------------------------------------------------ statements
 
     def statements(self, statements: tuple[Statement, ...], *, implicit_return: bool) -> None:
-        outer = self.scope
-        self.scope = _Scope(outer, outer.counter)
         start = len(self.out.lines)
         for position, statement in enumerate(statements):
             last = implicit_return and position == len(statements) - 1
@@ -377,7 +285,6 @@ class _Translator:
                 self.statement(statement)
         if len(self.out.lines) == start:
             self.out.emit("pass")
-        self.scope = outer
 
     def step(self, line: int) -> None:
         self.out.emit(f"ln = {line}; S += 1")
@@ -397,10 +304,10 @@ class _Translator:
         if isinstance(node, ExprStatement):
             out.emit(self.effect(node.expr))
         elif isinstance(node, Declare):
-            for name, init, _, _ in node.names:
+            for (_, init, _, _), slot in zip(node.names, self.checked.declared(node)):
                 value = self.stored(self.expr(init), node.type, init) if init is not None else \
-                    self.literal(_default(node.type))
-                out.emit(f"{self.declare(name, node.type)} = {value}")
+                    self.literal(default_value(node.type))
+                out.emit(f"v{slot.index} = {value}")
         elif isinstance(node, If):
             out.emit(f"if {self.condition(node.condition, 'an if condition')}:")
             self.block(node.then)
@@ -410,15 +317,10 @@ class _Translator:
         elif isinstance(node, While):
             self.loop(None, node.condition, None, node.body, node.do_first, "a while condition")
         elif isinstance(node, For):
-            outer = self.scope
-            self.scope = _Scope(outer, outer.counter)
             self.loop(node.init, node.condition, node.update, node.body, False, "a for condition")
-            self.scope = outer
         elif isinstance(node, ForEach):
             items = self.expr(node.iterable)
-            outer = self.scope
-            self.scope = _Scope(outer, outer.counter)
-            local = self.declare(node.name, node.type)
+            local = self.variable(node)
             out.emit(f"for {local} in iterable({items}):")
             out.depth += 1
             self.tick()
@@ -426,7 +328,6 @@ class _Translator:
                 out.emit(f"{local} = {self.stored(local, node.type)}")
             out.depth -= 1
             self.block(node.body)
-            self.scope = outer
         elif isinstance(node, Return):
             if node.value is None:
                 self.leave("None")
@@ -537,27 +438,25 @@ class _Translator:
     def effect(self, node: Expr) -> str:
         """``node`` as a statement: its value is dropped."""
         if isinstance(node, Assign) and isinstance(node.target, Variable):
-            slot = self.scope.find(node.target.name)
-            assert slot is not None
+            slot = self.checked.slot(node.target)
             local, op = f"v{slot.index}", node.op[:-1]
             if not op:
                 return f"{local} = {self.stored(self.expr(node.value), slot.type, node.value)}"
             return f"{local} = {self.narrowed(f'compound(B, {op!r}, {local}, {self.expr(node.value)})', slot.type)}"
         if isinstance(node, Increment) and isinstance(node.target, Variable):
-            return f"{self.variable(node.target.name)} = {self.increment(node, node.target)}"
+            return f"{self.variable(node.target)} = {self.increment(node, node.target)}"
         return self.expr(node)
 
     def increment(self, node: Increment, target: Variable) -> str:
         """The new value of ``target`` after ``++``/``--``."""
-        slot = self.scope.find(target.name)
-        assert slot is not None
+        slot = self.checked.slot(target)
         local, delta = f"v{slot.index}", node.delta
         general = self.narrowed(f"compound(B, '+', {local}, {delta})", slot.type)
         if slot.type.dims or slot.type.name not in ("int", "def"):
             return general
         # i++ on an int, the loop counter: what the general path makes of it, in one step
-        return (f"({local} + {delta} if type({local}) is int and {-_INT} <= {local} + {delta} < {_INT} "
-                f"and {-_INT} <= {local} else {general})")
+        return (f"({local} + {delta} if type({local}) is int and {-INT_LIMIT} <= {local} + {delta} < {INT_LIMIT} "
+                f"and {-INT_LIMIT} <= {local} else {general})")
 
     def expr(self, node: Expr) -> str:
         return getattr(self, "e_" + type(node).__name__)(node)
@@ -588,7 +487,7 @@ class _Translator:
         return self.literal(node.value)
 
     def e_Variable(self, node: Variable) -> str:
-        return self.variable(node.name)
+        return self.variable(node)
 
     def e_ListInit(self, node: ListInit) -> str:
         items = ", ".join(self.expr(item) for item in node.items)
@@ -689,11 +588,11 @@ class _Translator:
 
     def e_LocalCall(self, node: LocalCall) -> str:
         args = "".join(", " + self.expr(arg) for arg in node.args)
-        key = (node.name, len(node.args))
-        if key in self.functions:
+        callee = self.checked.callee(node)
+        if isinstance(callee, CheckedFunction):
             # the callee counts on from the caller's steps, and the caller on from its
-            return f"({self.functions[key]}(steps_to(B, S){args}), (S := B.steps))[0]"
-        return f"{self.constant(self.builtins[node.name][1])}(B{args})"
+            return f"(u{callee.position}(steps_to(B, S){args}), (S := B.steps))[0]"
+        return f"{self.constant(callee.fn)}(B{args})"
 
     def e_Unary(self, node: Unary) -> str:
         operand = self.expr(node.operand)
@@ -727,7 +626,7 @@ class _Translator:
                 f"({n[0]} {op} {n[1]} if type({n[0]}) is type({n[1]}) and type({n[0]}) in EQUAL_FAST "
                 f"else {negate}equals({n[0]}, {n[1]}))"))
         if op in _COMPARISONS:
-            if any(kind is not None and kind not in _PLAIN_NUMBERS for kind in kinds):
+            if any(kind is not None and kind not in PLAIN_NUMBERS for kind in kinds):
                 return f"binary({op!r}, {self.expr(node.left)}, {self.expr(node.right)})"
 
             def compare(n: list[str]) -> str:
@@ -746,9 +645,9 @@ class _Translator:
         branches = []
         if all(kind in (int, None) for kind in kinds):
             r = self.out.temp()
-            checks = [f"type({name}) is int and {-_INT} <= {name} < {_INT}"
+            checks = [f"type({name}) is int and {-INT_LIMIT} <= {name} < {INT_LIMIT}"
                       for name, kind in zip(names, kinds) if kind is None]
-            checks.append(f"{-_INT} <= ({r} := {names[0]} {op} {names[1]}) < {_INT}")
+            checks.append(f"{-INT_LIMIT} <= ({r} := {names[0]} {op} {names[1]}) < {INT_LIMIT}")
             branches.append((r, " and ".join(checks)))
         if all(kind in (float, None) for kind in kinds):
             checks = [f"type({name}) is float" for name, kind in zip(names, kinds) if kind is None]
@@ -782,7 +681,7 @@ class _Translator:
     def e_Increment(self, node: Increment) -> str:
         target = node.target
         if isinstance(target, Variable):
-            local = self.variable(target.name)
+            local = self.variable(target)
             new = f"({local} := {self.increment(node, target)})"
             return f"first({local}, {new})" if not node.prefix else new
         return self.assign(target, lambda old: f"compound(B, '+', {old}, {node.delta})", narrow=True,
@@ -792,8 +691,7 @@ class _Translator:
         """Stores ``compute(old)`` into ``target``; the value is the new value (the old
         one for ``x++``). ``old`` is read before the new value is computed."""
         if isinstance(target, Variable):
-            slot = self.scope.find(target.name)
-            assert slot is not None
+            slot = self.checked.slot(target)
             local = f"v{slot.index}"
             store = self.narrowed if narrow else self.stored
             new = f"({local} := {store(compute(local), slot.type)})"

@@ -1,24 +1,43 @@
-"""Compiles a ``syntax.Program`` into Python closures and runs it within a ``Budget``.
+"""Compiles a checked program (``checker.CheckedProgram``) into Python closures and runs
+it, or its translation (``pysource``), within a ``Budget``.
 
-Pure. Names are resolved when the script is compiled: a variable used before it is
-declared, a function that does not exist, a method-less static or an unknown class is a
-``ScriptError`` then, at connector creation, with its line and column. At run time every
+Pure. The checker has resolved every name, so compiling cannot fail. At run time every
 statement, loop iteration and call costs a step; strings and collections are charged
 to the allocation budget; a Java exception (``Fault``) or a spent budget becomes a
-``ScriptError`` naming the line it happened on.
+``ScriptError`` naming the line it happened on (``semantics.script_error``).
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ScriptError
 from . import library
-from .library import Budget, BudgetExceeded, Limits
-from .operators import Fault, binary, equals, truthy
+from .arguments import map_key
+from .budget import Budget, Limits
+from .checker import Builtins, CheckedFunction, CheckedProgram, check
+from .operators import binary, equals, truthy
+from .semantics import (
+    INT_LIMIT,
+    SCRIPT_FAILURES,
+    Concat,
+    append_concat,
+    append_value,
+    builder_text,
+    compound,
+    default_value,
+    index_get,
+    index_set,
+    iteration,
+    no_return,
+    plus,
+    script_error,
+    steps_spent,
+    throw,
+    too_deep,
+    unary,
+)
 from .syntax import (
     Assign,
     Binary,
@@ -33,7 +52,6 @@ from .syntax import (
     Field,
     For,
     ForEach,
-    Function,
     If,
     Increment,
     Index,
@@ -55,29 +73,16 @@ from .syntax import (
     Unary,
     Variable,
     While,
+    concat_operands,
 )
-from .values import (
-    JArray,
-    JException,
-    JFloat,
-    JLong,
-    JStringBuilder,
-    LazyText,
-    ListPrint,
-    double_to_string,
-    float_to_string,
-    type_name,
-    wrap_int,
-    wrap_long,
-)
+from .values import JArray, LazyText
 
-__all__ = ["CompiledScript", "compile_program"]
+__all__ = ["CompiledScript", "compile_checked", "compile_program"]
 
 Frame = list            # slot 0: the Budget; then the function's variables
 Eval = Callable[[Frame], Any]
 Exec = Callable[[Frame], Any]   # None, BREAK, CONTINUE or a _Returned
 
-INTERNAL = "an operation this interpreter does not support on these values"
 BREAK = object()
 CONTINUE = object()
 
@@ -87,52 +92,6 @@ class _Returned:
 
     def __init__(self, value: Any) -> None:
         self.value = value
-
-
-class _Thrown(Exception):
-    def __init__(self, exception: JException) -> None:
-        super().__init__(exception.type)
-        self.exception = exception
-
-
-@dataclass(frozen=True, slots=True)
-class _Slot:
-    index: int
-    type: TypeName
-
-
-class _Scope:
-    def __init__(self, parent: _Scope | None, counter: list[int]) -> None:
-        self.parent = parent
-        self.names: dict[str, _Slot] = {}
-        self.counter = counter   # shared by the function's scopes: slots are never reused
-
-    def find(self, name: str) -> _Slot | None:
-        scope: _Scope | None = self
-        while scope is not None:
-            if name in scope.names:
-                return scope.names[name]
-            scope = scope.parent
-        return None
-
-    def declare(self, name: str, type_: TypeName, line: int, column: int) -> _Slot:
-        if self.find(name) is not None:
-            raise _compile_error(line, column, f"variable [{name}] is already defined")
-        slot = _Slot(self.counter[0], type_)
-        self.counter[0] += 1
-        self.names[name] = slot
-        return slot
-
-
-def _compile_error(line: int, column: int, message: str) -> ScriptError:
-    return ScriptError(f"Painless compile error at line {line}, column {column}: {message}")
-
-
-@dataclass(frozen=True, slots=True)
-class _FunctionInfo:
-    node: Function
-    code: list          # [body, frame size, [(slot, type) per parameter]], filled once compiled
-                        # (a call may be compiled before its function: functions may recurse)
 
 
 class CompiledScript:
@@ -149,9 +108,10 @@ class CompiledScript:
     def translated_to(self, translated: Callable[[Budget, dict[str, Any]], Any] | None) -> CompiledScript:
         return CompiledScript(self._body, self._frame_size, self._params_slot, translated)
 
-    def run(self, params: dict[str, Any], limits: Limits, *, lazy: bool = False) -> Any:
-        """The script's value; with ``lazy``, a String it returns may be a ``LazyText``."""
-        budget = Budget(limits)
+    def run(self, params: dict[str, Any], limits: Limits, *, lazy: bool = False, params_table: int = 0) -> Any:
+        """The script's value; with ``lazy``, a String it returns may be a ``LazyText``.
+        ``params_table``: as ``Script.run`` has it."""
+        budget = Budget(limits, params, params_table)
         try:
             if self.translated is not None:
                 outcome = self.translated(budget, params)
@@ -160,9 +120,9 @@ class CompiledScript:
                 frame[0] = budget
                 frame[self._params_slot] = params
                 outcome = self._body(frame)
-        except _SCRIPT_FAILURES as error:
+        except SCRIPT_FAILURES as error:
             # the translated code gives a failure its line; the closures keep it in the budget
-            raise _script_error(error, getattr(error, "painless_line", budget.line)) from None
+            raise script_error(error, getattr(error, "painless_line", budget.line)) from None
         if isinstance(outcome, _Returned):
             outcome = outcome.value
         if type(outcome) is LazyText and not lazy:
@@ -170,78 +130,43 @@ class CompiledScript:
         return outcome
 
 
-def _script_error(error: Exception, line: int) -> ScriptError:
-    if isinstance(error, Fault):
-        return ScriptError(f"Painless runtime error at line {line}: {error}")
-    if isinstance(error, _Thrown):
-        exc = error.exception
-        return ScriptError(f"Painless runtime error at line {line}: {exc.type}"
-                           + (f": {exc.message}" if exc.message is not None else ""))
-    if isinstance(error, BudgetExceeded):
-        return ScriptError(f"Painless script stopped at line {line}: {error}")
-    if isinstance(error, RecursionError):
-        return ScriptError(f"Painless script stopped at line {line}: nested too deeply")
-    # A value combination the whitelist does not foresee: still the script's error,
-    # never a traceback (the fuzz tests look for this message and fail on it).
-    return ScriptError(f"Painless runtime error at line {line}: {INTERNAL} ({type(error).__name__})")
+def compile_program(program: Program, builtins: Builtins) -> CompiledScript:
+    """``program`` checked (``checker.check``: a ``ScriptError`` names the place) and
+    compiled to closures."""
+    return compile_checked(check(program, builtins))
 
 
-_SCRIPT_FAILURES = (Fault, _Thrown, BudgetExceeded, RecursionError, TypeError, ValueError, ArithmeticError,
-                    LookupError)
-
-
-def compile_program(program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> CompiledScript:
-    """``builtins``: helper functions (name -> (arity, fn(budget, *args))) a script may call
-    without declaring them (ml-commons' ``escape``), unless it declares its own."""
-    return _Compiler(program, builtins).compile()
+def compile_checked(checked: CheckedProgram) -> CompiledScript:
+    return _Compiler(checked).compile()
 
 
 class _Compiler:
-    def __init__(self, program: Program, builtins: dict[str, tuple[int, Callable[..., Any]]]) -> None:
-        self.program = program
-        self.functions: dict[tuple[str, int], _FunctionInfo] = {}
-        for function in program.functions:
-            key = (function.name, len(function.parameters))
-            if key in self.functions:
-                raise _compile_error(function.line, function.column,
-                                     f"function [{function.name}/{len(function.parameters)}] is already defined")
-            self.functions[key] = _FunctionInfo(function, [None, 0, []])
-        declared = {name for name, _ in self.functions}
-        self.builtins = {name: value for name, value in builtins.items() if name not in declared}
-        self.scope = _Scope(None, [1])
-        self.loops = 0
+    def __init__(self, checked: CheckedProgram) -> None:
+        self.checked = checked
+        # per function: [body, frame size, [(slot, type) per parameter]], the body filled
+        # once compiled (a call may be compiled before its function: functions may recurse)
+        self.code: dict[int, list] = {
+            function.position: [None, function.frame_size, [(slot.index, slot.type) for slot in function.parameters]]
+            for function in checked.functions}
         self.returns: TypeName = TypeName("def")
         self.top_level = False   # compiling the script's body, whose return ends the run
 
     # ------------------------------------------------------------ program
 
     def compile(self) -> CompiledScript:
-        for info in self.functions.values():
-            self.function(info)
-        self.scope = _Scope(None, [1])
-        params_slot = self.scope.declare("params", TypeName("Map"), 0, 0).index
+        checked = self.checked
+        for function in checked.functions:
+            self.returns = function.node.returns
+            self.code[function.position][0] = self.statements(function.node.body.statements, implicit_return=False)
         self.returns = TypeName("String")
         self.top_level = True
-        body = self.statements(self.program.body, implicit_return=True)
+        body = self.statements(checked.program.body, implicit_return=True)
         self.top_level = False
-        return CompiledScript(body, self.scope.counter[0], params_slot)
-
-    def function(self, info: _FunctionInfo) -> None:
-        node = info.node
-        self.scope = _Scope(None, [1])
-        slots = [self.scope.declare(name, ptype, node.line, node.column) for ptype, name in node.parameters]
-        self.returns = node.returns
-        self.loops = 0
-        body = self.statements(node.body.statements, implicit_return=False)
-        info.code[0] = body
-        info.code[1] = self.scope.counter[0]
-        info.code[2] = [(slot.index, slot.type) for slot in slots]
+        return CompiledScript(body, checked.frame_size, checked.params_slot)
 
     # ------------------------------------------------------------ statements
 
     def statements(self, statements: tuple[Statement, ...], *, implicit_return: bool) -> Exec:
-        outer = self.scope
-        self.scope = _Scope(outer, outer.counter)
         compiled: list[Exec] = []
         for position, statement in enumerate(statements):
             last = implicit_return and position == len(statements) - 1
@@ -250,7 +175,6 @@ class _Compiler:
                 compiled.append(self.stepped(statement.line, self.return_of(statement.expr, statement.line)))
             else:
                 compiled.append(self.statement(statement))
-        self.scope = outer
         code = tuple(compiled)
         if len(code) == 1:
             return code[0]
@@ -310,8 +234,6 @@ class _Compiler:
 
             return lambda frame: throw(value(frame))
         if isinstance(node, Jump):
-            if not self.loops:
-                raise _compile_error(node.line, node.column, f"{node.kind} outside of a loop")
             signal = BREAK if node.kind == "break" else CONTINUE
             return lambda frame: signal
         if isinstance(node, Block):   # pragma: no cover - the parser makes no bare blocks
@@ -331,8 +253,6 @@ class _Compiler:
             return return_lazy
         value = self.expr(node)
         rtype = self.returns
-        if rtype.name == "void":
-            raise _compile_error(node.line, node.column, "a void function cannot return a value")
         if rtype.name == "def" and not rtype.dims:
             return lambda frame: _Returned(value(frame))
 
@@ -343,11 +263,9 @@ class _Compiler:
     def declare(self, node: Declare) -> Exec:
         assigns: list[tuple[int, Eval | None]] = []
         type_ = node.type
-        for name, init, line, column in node.names:
-            value = self.expr(init) if init is not None else None
-            slot = self.scope.declare(name, type_, line, column)   # after init: "def x = x" is an error
-            assigns.append((slot.index, value))
-        default = _default(type_)
+        for (_, init, _, _), slot in zip(node.names, self.checked.declared(node)):
+            assigns.append((slot.index, self.expr(init) if init is not None else None))
+        default = default_value(type_)
         store = self.storer(type_)
         items = tuple(assigns)
 
@@ -385,34 +303,21 @@ class _Compiler:
             return None
         return run_if
 
-    def loop_body(self, block: Block) -> Exec:
-        self.loops += 1
-        body = self.block(block)
-        self.loops -= 1
-        return body
-
     def while_(self, node: While) -> Exec:
         condition = self.condition(node.condition, "a while condition")
-        return _loop(None, condition, None, self.loop_body(node.body), node.do_first)
+        return _loop(None, condition, None, self.block(node.body), node.do_first)
 
     def for_(self, node: For) -> Exec:
-        outer = self.scope
-        self.scope = _Scope(outer, outer.counter)
         init = self._statement(node.init) if node.init is not None else None
         condition = self.condition(node.condition, "a for condition") if node.condition is not None else None
         update = self.expr(node.update) if node.update is not None else None
-        body = self.loop_body(node.body)
-        self.scope = outer
-        return _loop(init, condition, update, body, False)
+        return _loop(init, condition, update, self.block(node.body), False)
 
     def for_each(self, node: ForEach) -> Exec:
         iterable = self.expr(node.iterable)
-        outer = self.scope
-        self.scope = _Scope(outer, outer.counter)
-        slot = self.scope.declare(node.name, node.type, node.line, node.column).index
+        slot = self.checked.slot(node).index
         store = self.storer(node.type)
-        body = self.loop_body(node.body)
-        self.scope = outer
+        body = self.block(node.body)
 
         def run_each(frame: Frame) -> Any:
             budget = frame[0]
@@ -468,10 +373,7 @@ class _Compiler:
         return lambda frame: value
 
     def e_Variable(self, node: Variable) -> Eval:
-        slot = self.scope.find(node.name)
-        if slot is None:
-            raise _compile_error(node.line, node.column, f"cannot resolve symbol [{node.name}]")
-        index = slot.index
+        index = self.checked.slot(node).index
         return lambda frame: frame[index]
 
     def e_ListInit(self, node: ListInit) -> Eval:
@@ -487,21 +389,16 @@ class _Compiler:
 
         def make_map(frame: Frame) -> dict:
             frame[0].charge(len(entries))
-            return {library.map_key(key(frame)): value(frame) for key, value in entries}
+            return {map_key(key(frame)): value(frame) for key, value in entries}
         return make_map
 
     def e_NewObject(self, node: NewObject) -> Eval:
-        if not library.has_constructor(node.type, len(node.args)):
-            raise _compile_error(node.line, node.column,
-                                 f"constructor [{node.type}/{len(node.args)}] is not available to scripts")
         args = tuple(self.expr(arg) for arg in node.args)
         type_ = node.type
         return lambda frame: library.construct(frame[0], type_, [arg(frame) for arg in args])
 
     def e_NewArray(self, node: NewArray) -> Eval:
         element, dims = node.type.name, node.type.dims
-        if element == "void":
-            raise _compile_error(node.line, node.column, "an array of void")
         if node.items is not None:
             items = tuple(self.expr(item) for item in node.items)
             inner = TypeName(element, dims - 1)
@@ -532,8 +429,6 @@ class _Compiler:
         return field
 
     def e_StaticField(self, node: StaticField) -> Eval:
-        if not library.has_static_field(node.type, node.name):
-            raise _compile_error(node.line, node.column, f"static field [{node.type}.{node.name}] is not available")
         value = library.static_field(node.type, node.name)
         return lambda frame: value
 
@@ -544,7 +439,7 @@ class _Compiler:
             container, where = target(frame), index(frame)
             if type(container) is list and type(where) is int and 0 <= where < len(container):
                 return container[where]
-            return _index_get(container, where)
+            return index_get(container, where)
         return get
 
     def e_Call(self, node: Call) -> Eval:
@@ -588,27 +483,21 @@ class _Compiler:
         return append
 
     def e_StaticCall(self, node: StaticCall) -> Eval:
-        if not library.has_static(node.type, node.name, len(node.args)):
-            raise _compile_error(node.line, node.column,
-                                 f"static method [{node.type}.{node.name}/{len(node.args)}] is not available")
         args = tuple(self.expr(arg) for arg in node.args)
         type_, name = node.type, node.name
         return lambda frame: library.call_static(frame[0], type_, name, [arg(frame) for arg in args])
 
     def e_LocalCall(self, node: LocalCall) -> Eval:
         args = tuple(self.expr(arg) for arg in node.args)
-        key = (node.name, len(args))
-        if key in self.functions:
-            return self._user_call(self.functions[key], args)
-        builtin = self.builtins.get(node.name)
-        if builtin is not None and builtin[0] == len(args):
-            fn = builtin[1]
-            return lambda frame: fn(frame[0], *[arg(frame) for arg in args])
-        raise _compile_error(node.line, node.column, f"unknown function [{node.name}/{len(args)}]")
+        callee = self.checked.callee(node)
+        if isinstance(callee, CheckedFunction):
+            return self._user_call(callee, args)
+        fn = callee.fn
+        return lambda frame: fn(frame[0], *[arg(frame) for arg in args])
 
-    def _user_call(self, info: _FunctionInfo, args: tuple[Eval, ...]) -> Eval:
-        code = info.code
-        returns = info.node.returns
+    def _user_call(self, function: CheckedFunction, args: tuple[Eval, ...]) -> Eval:
+        code = self.code[function.position]
+        returns = function.node.returns
 
         def call(frame: Frame) -> Any:
             budget = frame[0]
@@ -641,7 +530,7 @@ class _Compiler:
         op = node.op
         if op == "!":
             return lambda frame: not truthy(operand(frame), "a ! operand")
-        return lambda frame: _unary(op, operand(frame))
+        return lambda frame: unary(op, operand(frame))
 
     def e_Cast(self, node: Cast) -> Eval:
         operand = self.expr(node.operand)
@@ -656,7 +545,7 @@ class _Compiler:
         if op == "||":
             return lambda frame: truthy(left(frame), "||") or truthy(right(frame), "||")
         if op == "+":
-            return lambda frame: _plus(frame[0], left(frame), right(frame))
+            return lambda frame: plus(frame[0], left(frame), right(frame))
         if op == "==":
             return lambda frame: equals(left(frame), right(frame))
         if op == "!=":
@@ -687,16 +576,16 @@ class _Compiler:
         value = self.expr(node.value)
         op = node.op[:-1]   # "" for plain "="
         return self.assigner(node.target, lambda frame, old: value(frame) if not op
-                             else _compound(frame[0], op, old, value(frame)), needs_old=bool(op),
+                             else compound(frame[0], op, old, value(frame)), needs_old=bool(op),
                              narrow=bool(op))
 
     def e_Increment(self, node: Increment) -> Eval:
         delta = node.delta
 
         def update(frame: Frame, old: Any) -> Any:
-            return _compound(frame[0], "+", old, delta)
+            return compound(frame[0], "+", old, delta)
         general = self.assigner(node.target, update, needs_old=True, narrow=True, post=not node.prefix)
-        slot = self.scope.find(node.target.name) if isinstance(node.target, Variable) else None
+        slot = self.checked.slot(node.target) if isinstance(node.target, Variable) else None
         if slot is None or slot.type.dims or slot.type.name not in ("int", "def"):
             return general
         index, post = slot.index, not node.prefix
@@ -704,7 +593,7 @@ class _Compiler:
         def increment(frame: Frame) -> Any:
             # i++ on an int, the loop counter: what the general path makes of it, in one step
             old = frame[index]
-            if type(old) is int and -_INT_LIMIT <= old + delta < _INT_LIMIT and -_INT_LIMIT <= old:
+            if type(old) is int and -INT_LIMIT <= old + delta < INT_LIMIT and -INT_LIMIT <= old:
                 frame[index] = old + delta
                 return old if post else old + delta
             return general(frame)
@@ -715,9 +604,7 @@ class _Compiler:
         """Stores ``compute(frame, old)`` into ``target``; the expression's value is the new
         value (or the old one for ``x++``)."""
         if isinstance(target, Variable):
-            slot = self.scope.find(target.name)
-            if slot is None:
-                raise _compile_error(target.line, target.column, f"cannot resolve symbol [{target.name}]")
+            slot = self.checked.slot(target)
             index, type_ = slot.index, slot.type
             store = self.storer(type_) if not narrow else _narrower(type_)
 
@@ -743,114 +630,11 @@ class _Compiler:
 
         def set_index(frame: Frame) -> Any:
             receiver, where = container(frame), key(frame)
-            old = _index_get(receiver, where) if needs_old else None
+            old = index_get(receiver, where) if needs_old else None
             new = compute(frame, old)
-            new = _index_set(frame[0], receiver, where, new)
+            new = index_set(frame[0], receiver, where, new)
             return old if post else new
         return set_index
-
-
-def concat_operands(node: Binary) -> list[Expr]:
-    """The operands of a left-leaning ``a + b + c`` chain, left to right."""
-    operands: list[Expr] = []
-    left: Expr = node
-    while isinstance(left, Binary) and left.op == "+":
-        operands.append(left.right)
-        left = left.left
-    operands.append(left)
-    operands.reverse()
-    return operands
-
-
-class Concat:
-    """A ``+`` chain run as ``_plus`` runs it (the same values, charges and checks, left
-    to right, each operand added as soon as it is computed), except that a long List of
-    doubles added to a String is not printed (``ListPrint``). ``result()`` is (value,
-    None, 0, []) when no List was left unprinted, else (None, the string's parts,
-    characters of its strings, the ListPrints)."""
-
-    __slots__ = ("budget", "known", "lazy", "parts", "value")
-
-    def __init__(self, budget: Budget, first: Any) -> None:
-        self.budget = budget
-        self.value = first
-        self.parts: list[Any] | None = None   # once the value so far is a String
-        self.known = 0
-        self.lazy: list[ListPrint] = []
-
-    def add(self, item: Any) -> Concat:
-        budget, parts = self.budget, self.parts
-        if parts is None:
-            value = self.value
-            if type(value) is not str:
-                self.value = _plus(budget, value, item)
-                return self
-            parts = self.parts = [value]
-            self.known = len(value)
-        if type(item) is str:
-            text = item
-        else:
-            printed = ListPrint.of(item)
-            if printed is not None:
-                budget.lazy_print(printed)     # String.valueOf(list), as text_of
-                parts.append(printed)
-                self.lazy.append(printed)
-                budget.lazy_string(self.known, self.lazy)      # the string made so far, as _plus
-                return self
-            text = budget.text_of(item)
-        parts.append(text)
-        self.known += len(text)
-        budget.lazy_string(self.known, self.lazy)
-        return self
-
-    def result(self) -> tuple[Any, list | None, int, list]:
-        if self.parts is None:
-            return self.value, None, 0, []
-        if not self.lazy:
-            return "".join(self.parts), None, 0, []
-        return None, self.parts, self.known, self.lazy
-
-
-def append_concat(budget: Budget, receiver: Any, pieces: tuple[Any, list | None, int, list]) -> Any:
-    """``receiver.append(a + b + ...)``, given the chain's ``Concat.result()``."""
-    value, parts, known, lazy = pieces
-    if type(receiver) is not JStringBuilder:
-        return library.call_method(budget, receiver, "append", [value if parts is None else LazyText(parts).text()])
-    if parts is not None:
-        return library.append_parts(budget, receiver, parts, known, lazy)
-    return library.append_text(budget, receiver, value if type(value) is str else budget.text_of(value))
-
-
-def append_value(budget: Budget, receiver: Any, value: Any) -> Any:
-    """``receiver.append(value)``: a List of doubles appended to a StringBuilder is left
-    unprinted until the builder is read."""
-    if type(receiver) is not JStringBuilder:
-        return library.call_method(budget, receiver, "append", [value])
-    kind = type(value)
-    if kind is str:
-        return library.append_text(budget, receiver, value)
-    if kind is JFloat or kind is int or kind is float:
-        # the numbers of a vector, one by one: printed without text_of's dispatch
-        text = float_to_string(value) if kind is JFloat else str(value) if kind is int else double_to_string(value)
-        return library.append_printed(budget, receiver, text)
-    printed = ListPrint.of(value)
-    if printed is None:
-        return library.append_text(budget, receiver, budget.text_of(value))
-    budget.lazy_print(printed)   # String.valueOf(list), as text_of
-    return library.append_parts(budget, receiver, [printed], 0, [printed])
-
-
-def builder_text(budget: Budget, receiver: Any, null_safe: bool) -> Any:
-    """``receiver.toString()`` as a script's String result: a ``LazyText`` when the
-    builder holds Lists of doubles not yet printed."""
-    if type(receiver) is not JStringBuilder or not receiver.lazy:
-        if receiver is None and null_safe:
-            return None
-        return library.call_method(budget, receiver, "toString", [])
-    budget.charge(receiver.known)
-    for item in receiver.lazy:
-        budget.defer(item)
-    return LazyText(list(receiver.parts))
 
 
 _FAST_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
@@ -868,9 +652,9 @@ def _fast_binary(op: str, left: Eval, right: Eval) -> Eval:
         if kind is type(b):
             if kind is float:
                 return apply(a, b)
-            if kind is int and -_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT:
+            if kind is int and -INT_LIMIT <= a < INT_LIMIT and -INT_LIMIT <= b < INT_LIMIT:
                 value = apply(a, b)
-                if type(value) is bool or -_INT_LIMIT <= value < _INT_LIMIT:
+                if type(value) is bool or -INT_LIMIT <= value < INT_LIMIT:
                     return value
         return binary(op, a, b)
     return fast
@@ -905,41 +689,6 @@ def _tick(budget: Budget) -> None:
         steps_spent(budget)
 
 
-def steps_spent(budget: Budget) -> None:
-    raise BudgetExceeded(f"the script ran more than {budget.limits.max_steps} steps (max_steps)")
-
-
-def too_deep(budget: Budget) -> None:
-    raise BudgetExceeded(f"the script's functions nested more than "
-                         f"{budget.limits.max_call_depth} calls deep (max_call_depth)")
-
-
-def no_return() -> None:
-    raise Fault("IllegalStateException", "a function ended without returning a value")
-
-
-def throw(exc: Any) -> None:
-    if type(exc) is not JException:
-        raise Fault("ClassCastException", f"throw needs an exception, not [{type_name(exc)}]")
-    raise _Thrown(exc)
-
-
-def iteration(items: Any) -> list:
-    """The items a for-each runs over (a copy: the body may change the List)."""
-    if type(items) not in (list, JArray):
-        if items is None:
-            raise Fault("NullPointerException", "for-each over a null value")
-        raise Fault("ClassCastException", f"Cannot iterate over [{type_name(items)}]")
-    return list(items)
-
-
-def _default(type_: TypeName) -> Any:
-    if type_.dims:
-        return None
-    return {"int": 0, "short": 0, "byte": 0, "long": JLong(0), "double": 0.0, "float": JFloat(0.0),
-            "boolean": False, "char": "\0"}.get(type_.name)
-
-
 def _narrower(type_: TypeName) -> Callable[[Any], Any]:
     """Compound assignment and ++ cast the result back to the variable's type (Java's rule)."""
     if type_.name == "def" and not type_.dims:
@@ -950,86 +699,3 @@ def _narrower(type_: TypeName) -> Callable[[Any], Any]:
     return lambda value: library.coerce(value, name, dims)
 
 
-def _plus(budget: Budget, a: Any, b: Any) -> Any:
-    ta, tb = type(a), type(b)
-    if ta is str or tb is str:
-        return budget.string((a if ta is str else budget.text_of(a)) + (b if tb is str else budget.text_of(b)))
-    if ta is int and tb is int and -_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT:
-        return wrap_int(a + b)
-    return binary("+", a, b)
-
-
-def _compound(budget: Budget, op: str, old: Any, value: Any) -> Any:
-    if op == "+":
-        return _plus(budget, old, value)
-    if op == "&&" or op == "||":   # pragma: no cover - no such compound operator
-        raise AssertionError(op)
-    return binary(op, old, value)
-
-
-_INT_LIMIT = 2**31
-
-
-def _unary(op: str, value: Any) -> Any:
-    kind = type(value)
-    if op == "-":
-        if kind is int:
-            return wrap_int(-value) if -_INT_LIMIT <= value < _INT_LIMIT else wrap_long(-value)
-        if kind is JLong:
-            return wrap_long(-value)
-        if kind is float:
-            return -value
-        if kind is JFloat:
-            return JFloat(-value)
-    elif op == "+":
-        if kind in (int, JLong, float, JFloat):
-            return value
-    elif op == "~":
-        if kind is int:
-            return ~value   # ~x stays within x's own width
-        if kind is JLong:
-            return JLong(~value)
-    raise Fault("ClassCastException", f"Cannot apply [{op}] to type [{type_name(value)}]")
-
-
-def _list_position(container: list, index: Any) -> int:
-    if type(index) is not int:
-        raise Fault("ClassCastException", f"an index must be an int, not [{type_name(index)}]")
-    position = index + len(container) if index < 0 else index   # Painless allows list[-1]
-    if not 0 <= position < len(container):
-        raise Fault("IndexOutOfBoundsException", f"Index {index} out of bounds for length {len(container)}")
-    return position
-
-
-def _index_get(container: Any, index: Any) -> Any:
-    kind = type(container)
-    if kind is list or kind is JArray:
-        return container[_list_position(container, index)]
-    if kind is dict:
-        return container.get(library.map_key(index))
-    if container is None:
-        raise Fault("NullPointerException", "Cannot read an element of a null value")
-    raise Fault("IllegalArgumentException", f"Cannot read an element of [{type_name(container)}] with []")
-
-
-def _index_set(budget: Budget, container: Any, index: Any, value: Any) -> Any:
-    kind = type(container)
-    if kind is JArray:
-        element = container.element
-        value = library.coerce(value, element.rstrip("[]"), element.count("[]"), "as an array element") \
-            if element != "def" else value
-        container[_list_position(container, index)] = value
-        return value
-    if kind is list:
-        position = _list_position(container, index)
-        budget.list_written()
-        container[position] = value
-        return value
-    if kind is dict:
-        if library.map_key(index) not in container:
-            budget.charge(1)
-        container[index] = value
-        return value
-    if container is None:
-        raise Fault("NullPointerException", "Cannot store an element into a null value")
-    raise Fault("IllegalArgumentException", f"Cannot store an element into [{type_name(container)}] with []")

@@ -282,3 +282,15 @@ class Function:
 class Program:
     functions: tuple[Function, ...]
     body: tuple[Statement, ...]
+
+
+def concat_operands(node: Binary) -> list[Expr]:
+    """The operands of a left-leaning ``a + b + c`` chain, left to right."""
+    operands: list[Expr] = []
+    left: Expr = node
+    while isinstance(left, Binary) and left.op == "+":
+        operands.append(left.right)
+        left = left.left
+    operands.append(left)
+    operands.reverse()
+    return operands

@@ -8,6 +8,7 @@
      +-- store (SQLiteStore or PostgresStore)  cluster (ClusterSettings)  registry (Registry)
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)  batch (BatchJobs)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
+     +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
 
 Shutdown (``Server.stop``): stop accepting and close the listening socket, let
 requests in flight (streams included) finish until the drain deadline, cancel the
@@ -25,8 +26,10 @@ import threading
 from http.server import ThreadingHTTPServer
 
 from ..cluster import ClusterSettings, cluster_uuid
-from ..auth import Authenticator
+from ..auth import Authenticator, KeyStore
 from ..batch import BatchJobs
+from ..budgets import Accountant
+from ..controllers import Controllers
 from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
@@ -42,7 +45,9 @@ from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
 from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.routes import build_router
+from ..fronts.mlcommons.usage_routes import add_usage_routes
 from ..fronts.openai.routes import add_openai_routes
+from ..usage_recorder import UsageRecorder
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
 from .transport import HTTPRequestHandler
@@ -134,6 +139,14 @@ class App:
                                    self.readiness_problems, self.node_identity, self.render_metrics,
                                    batch=self.batch)
         add_openai_routes(self.router, self.registry, self.predictor)
+        # Usage, budgets and controllers. The request path calls accountant.admit before a
+        # provider call and accountant.record after it (budgets' module docstring).
+        self.usage_tables = self.store.usage()
+        self.recorder = UsageRecorder(self.usage_tables, self.metrics)
+        self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
+        self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
+        add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
+                         self.controllers)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
@@ -177,6 +190,7 @@ class App:
         self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()
+        self.recorder.close()  # after the drain: every call answered is in the queue
         self.store.close()
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from ..auth import ApiKey
 from ..errors import BadRequest, MethodNotAllowed, NotFound
 from ..logs import AccessRecord
 from ..errors import MLStreamError
@@ -43,6 +44,8 @@ class Request:
     # Set by the predict routes once the URL's model was found: only then is the request
     # counted as that model's prediction (random ids must not fill the per-model counts).
     model_resolved: bool = False
+    # The caller's API key once authenticated; None on a public route or while no key exists.
+    key: ApiKey | None = None
 
     def mark_model_resolved(self) -> None:
         self.model_resolved = True

@@ -184,11 +184,12 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             route, params = host.router.match(self.command, path)
             route_label, self._front = route.template, route.front
             self._access.model_id = params.get("model_id")
+            key = None
             if route.role != "public":
-                host.authenticator.authenticate(self.headers.get("Authorization"), route.role)
+                key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role)
             check_content_type(self.headers.get("Content-Type"), self._declares_body())
             request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
-                              self._request_id, self._access, self.connection)
+                              self._request_id, self._access, self.connection, key=key)
             reply = route.handler(request)
             if isinstance(reply, StreamReply):
                 self._stream(reply, started)

@@ -19,14 +19,6 @@ PAGES = sorted(DOCS.rglob("*.md"))
 README_MAX_LINES = 400
 MODULE_MAX_LINES = 800
 
-# The modules over MODULE_MAX_LINES on main when this check was written (issue 23).
-# The painless three are being split now; take each off as its split lands, until the set is
-# empty. No module may join it.
-MODULE_SIZE_ALLOWED = {
-    "mlstream/painless/runtime.py",
-    "mlstream/painless/library.py",
-    "mlstream/painless/pysource.py",
-}
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
 _CODE_SPAN = re.compile(r"`[^`\n]*`")
@@ -116,7 +108,5 @@ def test_the_architecture_page_names_every_floor():
 def test_no_module_is_too_long_to_read():
     lengths = {str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
                for path in sorted((ROOT / "mlstream").rglob("*.py"))}
-    too_long = {name: n for name, n in lengths.items() if n > MODULE_MAX_LINES and name not in MODULE_SIZE_ALLOWED}
+    too_long = {name: n for name, n in lengths.items() if n > MODULE_MAX_LINES}
     assert too_long == {}, f"over {MODULE_MAX_LINES} lines: {too_long}; split them"
-    stale = {name for name in MODULE_SIZE_ALLOWED if lengths.get(name, 0) <= MODULE_MAX_LINES}
-    assert stale == set(), f"{stale} no longer over {MODULE_MAX_LINES} lines: take them off MODULE_SIZE_ALLOWED"

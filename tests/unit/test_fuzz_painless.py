@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mlstream.errors import ScriptError
 from mlstream.painless import compile_script
-from mlstream.painless.runtime import INTERNAL
+from mlstream.painless.semantics import INTERNAL
 from mlstream.painless.values import double_to_string, java_string
 from mlstream.processing import post_process_script
 

@@ -16,15 +16,11 @@ from hypothesis import strategies as st
 
 from mlstream.errors import ScriptError
 from mlstream.painless import compile_script
-from mlstream.painless.library import (
-    Budget,
-    BudgetExceeded,
-    Limits,
-    append_text,
-    call_method,
-)
+from mlstream.painless.budget import Budget, BudgetExceeded, Limits
+from mlstream.painless.library import call_method
 from mlstream.painless.operators import Fault, binary
-from mlstream.painless.runtime import append_value
+from mlstream.painless.semantics import append_value
+from mlstream.painless.strings import append_text
 from mlstream.painless.values import (
     JFloat,
     JLong,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ...errors import InvalidField, MLStreamError, ModelNotFound
+from ...errors import BudgetExceeded, InvalidField, MLStreamError, ModelNotFound
 from ...server.responses import json_bytes
 from ...server.routing import Front, Reply
 from ...sse import encode_data
@@ -37,6 +37,8 @@ def error_body(exc: MLStreamError) -> dict[str, Any]:
     code = _CODES.get(status)
     if isinstance(exc, ModelNotFound):
         param, code = "model", "model_not_found"
+    elif isinstance(exc, BudgetExceeded):  # OpenAI's answer when an account's quota is spent
+        error_type, code = "insufficient_quota", "insufficient_quota"
     return {"error": {"message": exc.reason, "type": error_type, "param": param, "code": code}}
 
 
