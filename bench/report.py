@@ -76,6 +76,15 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
                 b2b = _get(lat, f"{key}_back_to_back", "added_ms", "p50")
                 more += f"; back to back {_plus(b2b)})" if b2b is not None else ")"
             add(figure, "≤ 1 ms", f"{_plus(over)}{more}", over is not None and over <= 1.0)
+    client = lat.get("client") or {}
+    for key, figure in (("long_back_to_back", "added time to first token after a 200-chunk answer, back to back"),
+                        ("short_back_to_back", "added time to first token after a 5-chunk answer, back to back"),
+                        ("long_paused", "added time to first token after a 200-chunk answer, paused")):
+        over = _get(client, key, "overhead_ms_p50")
+        if key in client:
+            add(f"{figure}, c=1, p50 (every event parsed)", "≤ 1 ms",
+                f"{_plus(over)} (p90 {_plus(_get(client, key, 'added_ms', 'p90'))})",
+                over is not None and over <= 1.0)
     slow = _get(s, "slow_streams", "slow")
     if slow:
         ml = slow["mlstream"]
@@ -111,6 +120,28 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         add("OpenAI front first token, concurrency 1, p50", "within 10 % of _predict/stream",
             f"{fmt(_get(first, 'openai', 'ms', 'p50'), ' ms', 3)} vs {fmt(_get(first, 'ml_commons', 'ms', 'p50'), ' ms', 3)}"
             f" (direct {fmt(_get(first, 'direct', 'ms', 'p50'), ' ms', 3)}): {fmt(r)}", r is not None and r <= 1.1)
+    fronts = s.get("new_fronts") or {}
+    for c, level in (fronts.get("relay") or {}).items():
+        for front, name in (("messages", "Messages"), ("responses", "Responses")):
+            r = level.get(f"{front}_over_ml_commons")
+            add(f"{name} front relay, concurrency {c}", "within 10 % of _predict/stream (× direct, same run)",
+                f"{fmt(_get(level, front, 'ratio_chunks'))} × direct vs "
+                f"{fmt(_get(level, 'ml_commons', 'ratio_chunks'))} × direct: {fmt(r)}", r is not None and r >= 0.9)
+    first_new = fronts.get("first_token_c1")
+    if first_new:
+        for front, name in (("messages", "Messages"), ("responses", "Responses")):
+            r = first_new.get(f"{front}_over_ml_commons_p50")
+            add(f"{name} front first token, concurrency 1, p50", "within 10 % of _predict/stream",
+                f"{fmt(_get(first_new, front, 'ms', 'p50'), ' ms', 3)} vs "
+                f"{fmt(_get(first_new, 'ml_commons', 'ms', 'p50'), ' ms', 3)}: {fmt(r)}", r is not None and r <= 1.1)
+    relayed = fronts.get("anthropic_relay")
+    if relayed:
+        r = relayed.get("messages_over_ml_commons")
+        add(f"Messages front, Anthropic model relayed, concurrency {relayed['concurrency']}",
+            "within 10 % of _predict/stream (same run, one pooled direct figure)",
+            f"{fmt(_get(relayed, 'messages', 'mlstream', 'chunks_per_s'))} vs "
+            f"{fmt(_get(relayed, 'ml_commons', 'mlstream', 'chunks_per_s'))} chunks/s: {fmt(r)}",
+            r is not None and r >= 0.9)
     script = _get(s, "embedding_predict", "script_vs_builtin")
     if script:
         r = script.get("script_over_builtin_p50")
@@ -214,6 +245,13 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
             # c=1: the added time pair by pair (its own percentile), else the difference of percentiles
             over = _plus(added[p]) if added else _over(mv, dv)
             rows.append(("2 latency", f"{name} {p} (ms)", fmt(dv, digits=3), fmt(mv, digits=3), over))
+    for key, e in (lat.get("client") or {}).items():
+        if not isinstance(e, dict) or "added_ms" not in e:
+            continue
+        name = f"first token, c=1, {key.replace('_', ' ')} ({e['model'].split('?')[1]}), every event parsed"
+        for p in ("p50", "p90", "p99"):
+            rows.append(("2 latency", f"{name} {p} (ms)", fmt(e["direct"]["ms"][p], digits=3),
+                         fmt(e["mlstream"]["ms"][p], digits=3), _plus(e["added_ms"][p])))
     slow = _get(s, "slow_streams", "slow")
     if slow:
         d, m = slow["direct"], slow["mlstream"]
@@ -321,6 +359,23 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
         for front in ("ml_commons", "openai"):
             rows.append(("10 OpenAI front", f"{front} first token, c=1 p50 (ms)", fmt(first["direct"]["ms"]["p50"], digits=3),
                          fmt(first[front]["ms"]["p50"], digits=3), _plus(first[front]["added_ms"]["p50"])))
+    for c, level in (_get(s, "new_fronts", "relay") or {}).items():
+        for front in ("ml_commons", "messages", "responses"):
+            d, m = level[front]["direct"], level[front]["mlstream"]
+            rows.append(("11 Messages, Responses", f"{front} chunks/s, c={c}", fmt(d["chunks_per_s"]),
+                         fmt(m["chunks_per_s"]), _ratio(m["chunks_per_s"], d["chunks_per_s"])))
+    first_new = _get(s, "new_fronts", "first_token_c1")
+    if first_new:
+        for front in ("ml_commons", "messages", "responses"):
+            rows.append(("11 Messages, Responses", f"{front} first token, c=1 p50 (ms)",
+                         fmt(first_new["direct"]["ms"]["p50"], digits=3), fmt(first_new[front]["ms"]["p50"], digits=3),
+                         _plus(first_new[front]["added_ms"]["p50"])))
+    relayed = _get(s, "new_fronts", "anthropic_relay")
+    if relayed:
+        for front in ("ml_commons", "messages"):
+            d, m = relayed[front]["direct"], relayed[front]["mlstream"]
+            rows.append(("11 Messages, Responses", f"{relayed['provider']} {front} chunks/s, c={relayed['concurrency']}",
+                         fmt(d["chunks_per_s"]), fmt(m["chunks_per_s"]), _ratio(m["chunks_per_s"], d["chunks_per_s"])))
     emb = s.get("embedding_predict")
     if emb and "docs" in emb:
         for n, e in emb["docs"].items():

@@ -43,7 +43,14 @@ log = logging.getLogger(__name__)
 
 ROLES = ("admin", "user")
 KEY_PREFIX = "mls_"
+# The 401's challenge. Basic is offered so that clients which send credentials only once
+# challenged (Python's HTTPBasicAuthHandler, Apache HttpClient under the OpenSearch Java
+# client) go on working; but a browser answers a Basic challenge to a script's request
+# with its own password dialog. A script that says so (SCRIPT_HEADER, as the console and
+# most browser libraries send it) is challenged with Bearer alone, which no browser prompts for.
 _CHALLENGE = {"WWW-Authenticate": 'Basic realm="mlstream", Bearer realm="mlstream"'}
+_SCRIPT_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mlstream"'}
+SCRIPT_HEADER = ("X-Requested-With", "XMLHttpRequest")
 _CREATE_HINT = "create one with 'mlstream keys create --role admin' (with the server's --data-dir)"
 
 
@@ -162,29 +169,35 @@ class Authenticator:
     def keys_exist(self) -> bool:
         return bool(self._keys()[0])
 
-    def authenticate(self, authorization: str | None, required_role: str) -> ApiKey | None:
+    def authenticate(self, authorization: str | None, required_role: str, *,
+                     api_key: str | None = None, from_script: bool = False) -> ApiKey | None:
         """The caller's key, checked for ``required_role``; None while the server is open.
+
+        ``api_key``: an ``x-api-key`` header (Anthropic's clients send the key there), used
+        when there is no ``Authorization``.
 
         Unauthorized (401) for a missing or unknown key — the same answer either way,
         so it tells nothing about which keys exist; Forbidden (403) for a known key
         whose role is not enough. With no key at all on a server that must not be open
-        (see the module docstring), a 401 that says so.
+        (see the module docstring), a 401 that says so. ``from_script``: the request
+        carried ``SCRIPT_HEADER``, so the 401 offers no Basic challenge (see ``_CHALLENGE``).
         """
+        challenge = _SCRIPT_CHALLENGE if from_script else _CHALLENGE
         keys, closed = self._keys()
         if not keys:
             if not closed:
                 return None
             raise Unauthorized(f"no API key exists, so this server refuses every request: {_CREATE_HINT}",
-                               headers=_CHALLENGE)
-        secret = _presented_secret(authorization)
+                               headers=challenge)
+        secret = _presented_secret(authorization) if authorization else (api_key or "").strip() or None
         if secret is None:
             raise Unauthorized("missing authentication credentials: send an API key as "
-                               "'Authorization: Bearer <key>' or as the Basic auth password",
-                               headers=_CHALLENGE)
+                               "'Authorization: Bearer <key>', as 'x-api-key' or as the Basic auth password",
+                               headers=challenge)
         # A dict lookup by the SHA-256 of a 256-bit secret: its timing reveals nothing usable.
         key = keys.get(hash_key(secret))
         if key is None:
-            raise Unauthorized("the API key is not valid", headers=_CHALLENGE)
+            raise Unauthorized("the API key is not valid", headers=challenge)
         if required_role == "admin" and key.role != "admin":
             raise Forbidden(f"API key [{key.key_id}] with role [{key.role}] may not do this; "
                             "it needs role [admin]")
@@ -221,6 +234,11 @@ class Authenticator:
             log.info("API keys exist %s (%d): authenticated routes require one",
                      "again" if had_keys else "now", len(by_hash))
         return by_hash, closed
+
+
+def from_script(requested_with: str | None) -> bool:
+    """Whether a request's ``X-Requested-With`` marks it as a script's (see ``_CHALLENGE``)."""
+    return requested_with is not None and requested_with.strip().lower() == SCRIPT_HEADER[1].lower()
 
 
 def _presented_secret(authorization: str | None) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -19,6 +20,7 @@ from .logs import dropped_lines
 class PoolCounts(Protocol):
     """The stream pool's counts, as the gauges read them (``streaming.pool.StreamPool``)."""
 
+    workers: int  # the pool's size (--stream-workers)
     active: int
     queued: int
     rejected: int
@@ -58,6 +60,7 @@ MAX_COUNTED_MODELS = 10_000
 class Metrics:
     def __init__(self, pool: PoolCounts) -> None:
         self._pool = pool
+        self._started = time.time()  # Unix time: the overview's uptime is a scrape's Date minus this
         # Guards the counters: only arithmetic under it (and render's formatting).
         self._lock = threading.Lock()
         self._chunks = 0
@@ -150,6 +153,17 @@ class Metrics:
     def render(self) -> str:
         with self._lock:
             lines = [
+                "# HELP mlstream_start_time_seconds When this server started, in Unix time (under --workers, "
+                "the earliest worker).",
+                "# TYPE mlstream_start_time_seconds gauge",
+                f"mlstream_start_time_seconds {self._started:.3f}",
+                "# HELP mlstream_worker_processes Server processes answering (1, or the --workers up).",
+                "# TYPE mlstream_worker_processes gauge",
+                "mlstream_worker_processes 1",
+                "# HELP mlstream_stream_workers Provider readers the stream pools may run at once (--stream-workers "
+                "per process).",
+                "# TYPE mlstream_stream_workers gauge",
+                f"mlstream_stream_workers {self._pool.workers}",
                 "# HELP mlstream_streams_active Streams running on a pool worker.",
                 "# TYPE mlstream_streams_active gauge",
                 f"mlstream_streams_active {self._pool.active}",
@@ -232,13 +246,18 @@ class Histogram:
         return out
 
 
+# Families merged by their minimum rather than their sum.
+_EARLIEST = frozenset({"mlstream_start_time_seconds"})
+
+
 def merge_expositions(texts: list[str]) -> str:
     """Several processes' ``render()`` output as one: each sample (name and labels) summed.
 
     Every series we expose is a counter, a histogram bucket/sum/count, or a gauge whose
-    total is what a scrape of the deployment means (streams active, queued), so a sum
-    is right for all of them. Families keep their order and stay contiguous; a series
-    only some processes have is added at the end of its family.
+    total is what a scrape of the deployment means (streams active, queued, worker
+    processes), so a sum is right for all of them but a start time, where the earliest
+    is. Families keep their order and stay contiguous; a series only some processes have
+    is added at the end of its family.
     """
     families: dict[str, tuple[list[str], dict[str, float]]] = {}
     for text in texts:
@@ -256,7 +275,10 @@ def merge_expositions(texts: list[str]) -> str:
             elif line and not line.startswith("#"):
                 series, _, value = line.rpartition(" ")
                 samples = families.setdefault(family, ([], {}))[1]
-                samples[series] = samples.get(series, 0.0) + float(value)
+                if series in samples and family in _EARLIEST:
+                    samples[series] = min(samples[series], float(value))
+                else:
+                    samples[series] = samples.get(series, 0.0) + float(value)
     lines: list[str] = []
     for headers, samples in families.values():
         lines += headers

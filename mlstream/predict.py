@@ -31,6 +31,8 @@ from typing import Any, Callable, Mapping
 from . import processing
 from .cluster import ClusterSettings
 from .connectors import Action, Connector, UpstreamRequest, merge_parameters, render_request
+from .auth import ApiKey
+from .budgets import Accountant, Admission
 from .errors import BadRequest, MLStreamError, ShuttingDown, UpstreamError
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
@@ -42,6 +44,8 @@ from .speedups import loads_json
 from .streaming.channel import Channel
 from .streaming.pool import StreamPool
 from .streaming.reader import start_stream
+from .token_counts import TokenCounts, answer_tokens
+from .usage import UsageRecord, cost_of
 from .upstream import ProviderCall, UpstreamClient
 
 RESPONSE_FILTER = "response_filter"
@@ -53,6 +57,9 @@ MAX_FANOUT = 16
 # most this many documents (times the step size) per call. Past it the call is refused
 # before anything is rendered or sent (a 10 MB body of empty strings would be millions).
 MAX_UPSTREAM_REQUESTS_PER_CALL = 1024
+# A call whose provider sent no counts is recorded as estimated: its input as its request's
+# bytes over this (about four characters a token, as OpenAI's guidance for English has it).
+ESTIMATED_BYTES_PER_TOKEN = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,42 @@ class PendingStream:
 
 
 Reshape = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(slots=True)
+class CallMeter:
+    """One request's provider call, for its usage record: who asks (the API key, None while
+    no key exists), then what ``prepare`` admitted and what the answer used. The transport
+    makes one per request and records it as the request ends (``usage_of``)."""
+
+    key: ApiKey | None = None
+    request_id: str = ""                # sent to the provider as X-Request-Id, and recorded
+    admission: Admission | None = None  # set once a provider call was let through
+    model: ResolvedModel | None = None
+    interface: str = "-"
+    tokens: TokenCounts | None = None   # the provider's own counts, when it sent them
+    request_bytes: int = 0              # of the provider request: estimates the input without counts
+    recorded: bool = False
+
+    def usage(self, *, route: str, status: int, outcome: str, relayed: int, first_token_ms: float | None,
+              duration_ms: float) -> UsageRecord | None:
+        """The call's usage record, once (None: no provider call was admitted, or already
+        recorded). Without the provider's counts, a call that reached the provider is
+        estimated: its request's bytes / ESTIMATED_BYTES_PER_TOKEN in, ``relayed`` events out."""
+        if self.admission is None or self.recorded:
+            return None
+        self.recorded = True
+        tokens, estimated = self.tokens, False
+        if tokens is None:
+            tokens = TokenCounts()
+            if outcome != "error":
+                tokens, estimated = TokenCounts(-(-self.request_bytes // ESTIMATED_BYTES_PER_TOKEN), relayed), True
+        pricing = self.model.pricing if self.model is not None else None
+        return self.admission.usage(
+            interface=self.interface, route=route, status=status, outcome=outcome, input_tokens=tokens.input,
+            output_tokens=tokens.output, cached_input_tokens=tokens.cached_input, estimated=estimated,
+            first_token_ms=first_token_ms, duration_ms=duration_ms, request_id=self.request_id,
+            cost=cost_of(pricing, tokens.input, tokens.output, tokens.cached_input))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +157,7 @@ class Prepared:
     dialect: Dialect | None
     calls: tuple[UpstreamCall, ...]  # in input order; several only when text_docs are split
     stream: bool
+    meter: CallMeter | None = None
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -132,6 +176,7 @@ class _Answer:
     status: int
     sent: float       # time.monotonic() at sending, and at the answer's last byte
     done: float
+    tokens: TokenCounts | None
 
 
 class Predictor:
@@ -139,13 +184,15 @@ class Predictor:
     tensors), ``exchange`` (the provider's own answer) or ``open_stream``."""
 
     def __init__(self, cluster: ClusterSettings, upstream: UpstreamClient, pool: StreamPool, metrics: Metrics,
-                 server: ServerSettings, rate_limiter: RateLimiter | None = None) -> None:
+                 server: ServerSettings, rate_limiter: RateLimiter | None = None,
+                 accountant: Accountant | None = None) -> None:
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
         self._metrics = metrics
         self._server = server
         self._rate_limiter = rate_limiter or RateLimiter()
+        self._accountant = accountant  # keys' budgets and limits, usage records; None: not kept
         # Runs the extra upstream requests of a predict call split into several (the
         # handler's own thread runs one share); threads start only when first needed.
         self._fanout = ThreadPoolExecutor(max_workers=server.stream_workers,
@@ -158,10 +205,11 @@ class Predictor:
         if not self._cluster.stream_enabled:
             raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
 
-    def prepare(self, model: ResolvedModel, ask: Ask, *, stream: bool = False, dialect: Dialect | None = None,
-                request_id: str = "") -> Prepared:
-        """The call rendered and checked, the dialect chosen, the model's rate limit taken:
-        a bad request costs the provider nothing.
+    def prepare(self, model: ResolvedModel, ask: Ask, meter: CallMeter, *, stream: bool = False,
+                dialect: Dialect | None = None) -> Prepared:
+        """The call rendered and checked, the dialect chosen, the model's rate limit and the
+        key's admission taken: a bad request costs the provider nothing. ``meter`` is the
+        request's (``Request.meter``): who asks, and where the call's usage is kept.
 
         ``dialect``: the front's choice (it translated the request for it); None chooses
         from the merged parameters and the connector, as ml-commons does.
@@ -172,18 +220,22 @@ class Predictor:
         request_parameters = processing.escape_input_parameters(ask.parameters)
         if ask.reshape is not None:
             merged = merge_parameters(connector, request_parameters)
-            call = self._render(model, merged, request_id)
+            call = self._render(model, merged, meter.request_id)
             body = json.dumps(ask.reshape(_json_object(call.request.body)), separators=(",", ":"),
                               ensure_ascii=False).encode("utf-8")
             calls = [UpstreamCall(merged, replace(call.request, body=body))]
         else:
-            calls = [self._render(model, merged, request_id)
+            calls = [self._render(model, merged, meter.request_id)
                      for merged in self._predict_parameters(connector, ask.dataset, request_parameters, stream)]
         if dialect is None:
             parameters = calls[0].parameters
             dialect = dialect_for(parameters, connector) if stream else known_dialect(parameters, connector)
         self._rate_limiter.acquire(model.model_id, model.rate_limit)
-        return Prepared(model, dialect, tuple(calls), stream)
+        if self._accountant is not None:
+            meter.admission = self._accountant.admit(meter.key, model.model_id)
+            meter.model, meter.interface = model, dialect.name if dialect is not None else "-"
+            meter.request_bytes = sum(len(call.request.body or b"") for call in calls)
+        return Prepared(model, dialect, tuple(calls), stream, meter)
 
     @staticmethod
     def _predict_parameters(connector: Connector, dataset: processing.Dataset | None,
@@ -227,6 +279,7 @@ class Predictor:
         except UpstreamError as error:
             self._metrics.upstream_failure(error)
             raise
+        _meter_tokens(prepared, [a.tokens for a in answers])
         upstream_seconds = max(a.done for a in answers) - min(a.sent for a in answers)
         return PredictResult({"inference_results": [a.entry for a in answers]},
                              answers[-1].status, upstream_seconds)
@@ -234,15 +287,19 @@ class Predictor:
     def exchange(self, prepared: Prepared) -> bytes:
         """A prepared request's non-stream answer: the provider's body."""
         try:
-            return self._exchange(prepared.model.connector, prepared.request)[1]
+            payload = self._exchange(prepared.model.connector, prepared.request)[1]
         except UpstreamError as error:
             self._metrics.upstream_failure(error)
             raise
+        if prepared.meter is not None:
+            _meter_tokens(prepared, [answer_tokens(payload)])
+        return payload
 
     def _run(self, prepared: Prepared) -> list[_Answer]:
         calls, connector = prepared.calls, prepared.model.connector
+        count_tokens = prepared.meter is not None
         if len(calls) == 1:
-            return [self._answer(connector, calls[0])]
+            return [self._answer(connector, calls[0], count_tokens)]
         lanes = min(len(calls), connector.client_config.max_connection, MAX_FANOUT)
         answers: list[_Answer | None] = [None] * len(calls)
         failed = threading.Event()
@@ -253,7 +310,7 @@ class Predictor:
                 if failed.is_set():
                     return
                 try:
-                    answers[index] = self._answer(connector, calls[index])
+                    answers[index] = self._answer(connector, calls[index], count_tokens)
                 except BaseException:
                     failed.set()
                     raise
@@ -278,12 +335,13 @@ class Predictor:
             raise errors[0]
         return [answer for answer in answers if answer is not None]
 
-    def _answer(self, connector: Connector, call: UpstreamCall) -> _Answer:
+    def _answer(self, connector: Connector, call: UpstreamCall, count_tokens: bool) -> _Answer:
         sent = time.monotonic()
         status, payload = self._exchange(connector, call.request)
         done = time.monotonic()
         output = _output(connector.action("predict").post_process_function, payload, call.parameters)
-        return _Answer({"output": output, "status_code": status}, status, sent, done)
+        tokens = answer_tokens(payload) if count_tokens else None
+        return _Answer({"output": output, "status_code": status}, status, sent, done, tokens)
 
     def _exchange(self, connector: Connector, request: UpstreamRequest) -> tuple[int, bytes]:
         """One non-stream upstream call: the provider's 2xx status and body, or its error raised."""
@@ -348,6 +406,12 @@ def _pre_processed(connector: Connector, chunk: processing.Dataset | None,
     if not processed:   # a plain call: nothing to add
         return parameters
     return {**connector.parameters, **processed, **request_parameters}
+
+
+def _meter_tokens(prepared: Prepared, counted: list[TokenCounts | None]) -> None:
+    """The answers' counts on the call's meter: their sum, if every answer had them."""
+    if prepared.meter is not None and counted and all(c is not None for c in counted):
+        prepared.meter.tokens = sum(counted[1:], counted[0])  # type: ignore[arg-type]
 
 
 def _shutting_down() -> ShuttingDown:

@@ -63,6 +63,8 @@ class ServerSettings:
                                              "before the stream is cut")
     heartbeat_interval: float = _opt(15.0, "seconds of provider silence before an SSE ': ping' comment")
     drain_timeout: float = _opt(30.0, "seconds SIGTERM lets open streams finish before cancelling them")
+    responses_ttl_days: float = _opt(30.0, "days a stored /v1/responses response (store: true) is kept, "
+                                           "for previous_response_id and GET /v1/responses/<id>")
     max_body_bytes: int = _opt(10 * 1024 * 1024, "largest request body accepted (413 beyond)")
     # A slowloris client trickling header bytes never trips a per-read timeout.
     header_timeout: float = _opt(10.0, "seconds for a request line and headers to arrive (slowloris "
@@ -79,7 +81,8 @@ class ServerSettings:
                 raise BadRequest(f"{name.replace('_', '-')} must be at least 1")
         if self.stream_backlog < 0:
             raise BadRequest("stream-backlog must not be negative")
-        for name in ("client_stall_timeout", "heartbeat_interval", "header_timeout", "max_body_bytes"):
+        for name in ("client_stall_timeout", "heartbeat_interval", "header_timeout", "max_body_bytes",
+                     "responses_ttl_days"):
             if getattr(self, name) <= 0:
                 raise BadRequest(f"{name.replace('_', '-')} must be greater than 0")
         if self.workers != "auto" and not (self.workers.isdigit() and int(self.workers) >= 1):

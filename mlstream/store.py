@@ -9,6 +9,7 @@ the clear.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import sqlite3
@@ -31,6 +32,12 @@ log = logging.getLogger(__name__)
 KINDS = ("connector", "model", "task", "apikey", "meta", "model_group", "controller")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
 BUSY_TIMEOUT = 10.0
+# Taken (flock, exclusive) by every process while it opens and migrates a data
+# directory's databases: switching a new file to WAL needs an exclusive lock that
+# SQLite's busy handler does not wait for when two connections both hold a shared
+# one ("database is locked" at once), so two processes starting together
+# (``serve --workers``) take turns here instead. Held for the set-up only.
+SETUP_LOCK_FILENAME = ".mlstream-setup.lock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +105,21 @@ class Store(ABC):
         use and closed with the store. A backend without them raises StoreError."""
         raise StoreError(f"{type(self).__name__} has no usage tables")
 
+    # Stored responses of the Responses front (``/v1/responses`` with ``store``): kept apart
+    # from the records (no change to announce, no cache to reload), each until it expires.
+
+    @abstractmethod
+    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        """Keep ``doc`` until ``expires_at`` (Unix seconds); expired ones are purged meanwhile."""
+
+    @abstractmethod
+    def get_response(self, response_id: str) -> dict[str, Any] | None:
+        """The stored doc, or None when there is none or it has expired."""
+
+    @abstractmethod
+    def delete_response(self, response_id: str) -> bool:
+        """Remove a stored response; False when there was none (or it had expired)."""
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -116,6 +138,9 @@ class SQLiteStore(Store):
     # Rate-limit buckets live in a file of their own, so a predict taking a token never
     # waits for SQLite's write lock behind an admin write (or ``mlstream keys``).
     BUCKETS_FILENAME = "ratelimit.db"
+    # Stored responses too: a response kept at the end of a stream never waits behind an
+    # admin write, and never moves the main file's change counter (which reloads caches).
+    RESPONSES_FILENAME = "responses.db"
 
     def __init__(self, data_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +154,9 @@ class SQLiteStore(Store):
         # Guards the buckets connection: one short read-modify-write transaction under it
         # (rate-limited predicts only), which SQLite's file lock makes atomic across processes.
         self._buckets_lock = threading.Lock()
+        # Guards the responses connection: one short statement under it (a response kept,
+        # read or deleted by the Responses front).
+        self._responses_lock = threading.Lock()
         # Guards the read connection. WAL readers never wait for a writer, so under it
         # runs one short read (a page-cache lookup, or the in-memory change counter).
         self._read_lock = threading.Lock()
@@ -139,28 +167,42 @@ class SQLiteStore(Store):
         self._usage: SQLiteUsage | None = None
         self._usage_lock = threading.Lock()  # guards _usage; opening the file runs under it, once
         try:
-            self._db = self._connect()
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            for kind in KINDS:
-                self._db.execute(
-                    f"CREATE TABLE IF NOT EXISTS {kind} ("
-                    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-                    " id TEXT NOT NULL UNIQUE, doc TEXT NOT NULL, secret TEXT)")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            # A second connection for reads outside a transaction. Its data_version also
-            # moves when the write connection commits, so the change counter sees this
-            # process's writes as well as other processes'.
-            self._read_db = self._connect()
-            self._buckets_db = sqlite3.connect(data_dir / self.BUCKETS_FILENAME, check_same_thread=False,
-                                               isolation_level=None, timeout=BUSY_TIMEOUT)
-            self._buckets_db.execute("PRAGMA journal_mode=WAL")
-            self._buckets_db.execute("PRAGMA synchronous=OFF")  # buckets need no durability
-            self._buckets_db.execute("CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY,"
-                                     " tokens REAL NOT NULL, updated REAL NOT NULL)")
+            with _setup_lock(data_dir):
+                self._open()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+
+    def _open(self) -> None:
+        """Open both databases, in WAL mode, and create what is missing (under the set-up lock)."""
+        self._db = self._connect()
+        # WAL is a property of the file: once set, every later open finds it, and
+        # asking again (a write of the header) is skipped.
+        _ensure_wal(self._db)
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        for kind in KINDS:
+            self._db.execute(
+                f"CREATE TABLE IF NOT EXISTS {kind} ("
+                " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " id TEXT NOT NULL UNIQUE, doc TEXT NOT NULL, secret TEXT)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        # A second connection for reads outside a transaction. Its data_version also
+        # moves when the write connection commits, so the change counter sees this
+        # process's writes as well as other processes'.
+        self._read_db = self._connect()
+        self._buckets_db = sqlite3.connect(self.path.parent / self.BUCKETS_FILENAME, check_same_thread=False,
+                                           isolation_level=None, timeout=BUSY_TIMEOUT)
+        _ensure_wal(self._buckets_db)
+        self._buckets_db.execute("PRAGMA synchronous=OFF")  # buckets need no durability
+        self._buckets_db.execute("CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY,"
+                                 " tokens REAL NOT NULL, updated REAL NOT NULL)")
+        self._responses_db = sqlite3.connect(self.path.parent / self.RESPONSES_FILENAME, check_same_thread=False,
+                                             isolation_level=None, timeout=BUSY_TIMEOUT)
+        _ensure_wal(self._responses_db)
+        self._responses_db.execute("PRAGMA synchronous=NORMAL")
+        self._responses_db.execute("CREATE TABLE IF NOT EXISTS response (id TEXT PRIMARY KEY,"
+                                   " doc TEXT NOT NULL, expires REAL NOT NULL)")
+        self._responses_db.execute("CREATE INDEX IF NOT EXISTS response_expires ON response (expires)")
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
@@ -260,16 +302,42 @@ class SQLiteStore(Store):
                 raise StoreError(f"store operation failed: {exc}") from exc
         return 0.0 if taken else wait
 
+    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        self._responses("DELETE FROM response WHERE expires <= ?", (time.time(),))
+        self._responses("INSERT INTO response (id, doc, expires) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE"
+                        " SET doc = excluded.doc, expires = excluded.expires",
+                        (response_id, json.dumps(doc), expires_at))
+
+    def get_response(self, response_id: str) -> dict[str, Any] | None:
+        rows = self._responses("SELECT doc FROM response WHERE id = ? AND expires > ?",
+                               (response_id, time.time())).fetchall()
+        return json.loads(rows[0][0]) if rows else None
+
+    def delete_response(self, response_id: str) -> bool:
+        return self._responses("DELETE FROM response WHERE id = ? AND expires > ?",
+                               (response_id, time.time())).rowcount > 0
+
+    def _responses(self, sql: str, params: tuple) -> sqlite3.Cursor:
+        with self._responses_lock:
+            try:
+                return self._responses_db.execute(sql, params)
+            except sqlite3.Error as exc:
+                raise StoreError(f"store operation failed: {exc}") from exc
+
+
     def usage(self) -> UsageTables:
         with self._usage_lock:
             if self._usage is None:
-                self._usage = SQLiteUsage(self.path.parent, BUSY_TIMEOUT)
+                with _setup_lock(self.path.parent):  # its file switches to WAL once, as the store's
+                    self._usage = SQLiteUsage(self.path.parent, BUSY_TIMEOUT)
             return self._usage
 
     def close(self) -> None:
         with self._usage_lock:
             if self._usage is not None:
                 self._usage.close()
+        with self._responses_lock:
+            self._responses_db.close()
         with self._buckets_lock:
             self._buckets_db.close()
         with self._read_lock:
@@ -300,6 +368,21 @@ class SQLiteStore(Store):
             return self._db.execute(sql, params)
         except sqlite3.Error as exc:
             raise StoreError(f"store operation failed: {exc}") from exc
+
+
+@contextmanager
+def _setup_lock(data_dir: Path) -> Iterator[None]:
+    """Exclusive among processes opening ``data_dir`` (see SETUP_LOCK_FILENAME). A
+    blocking flock: the kernel wakes the waiter when the holder closes the file,
+    which it does at the end of the set-up, or by dying."""
+    with open(data_dir / SETUP_LOCK_FILENAME, "ab") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def _ensure_wal(db: sqlite3.Connection) -> None:
+    if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        db.execute("PRAGMA journal_mode=WAL")
 
 
 def _table(kind: str) -> str:

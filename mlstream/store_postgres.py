@@ -88,6 +88,9 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     # Usage records, spend per key and day, the rpm/tpm windows (usage_store): no trigger,
     # a recorded call is no change for the caches. And ml-commons' model controllers.
     (3, (*POSTGRES_SCHEMA, *_records_table("controller"))),
+    # Stored responses of the Responses front: no trigger (nothing cached to reload).
+    (4, ("CREATE TABLE mlstream_response (id TEXT PRIMARY KEY, doc TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)",
+         "CREATE INDEX mlstream_response_expires ON mlstream_response (expires)")),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the
@@ -206,6 +209,21 @@ class PostgresStore(Store):
         with self._errors("use the PostgreSQL store's usage tables"), self._pool.connection() as conn:
             with conn.transaction():
                 yield conn
+    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        self._query("DELETE FROM mlstream_response WHERE expires <= EXTRACT(EPOCH FROM clock_timestamp())",
+                    fetch=False)
+        self._query("INSERT INTO mlstream_response (id, doc, expires) VALUES (%s, %s, %s) ON CONFLICT (id)"
+                    " DO UPDATE SET doc = excluded.doc, expires = excluded.expires",
+                    (response_id, json.dumps(doc), expires_at), fetch=False)
+
+    def get_response(self, response_id: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT doc FROM mlstream_response WHERE id = %s"
+                           " AND expires > EXTRACT(EPOCH FROM clock_timestamp())", (response_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def delete_response(self, response_id: str) -> bool:
+        return bool(self._query("DELETE FROM mlstream_response WHERE id = %s"
+                                " AND expires > EXTRACT(EPOCH FROM clock_timestamp()) RETURNING id", (response_id,)))
 
     def change_counter(self) -> int:
         """Bumped by the listener on each NOTIFY; while it is cut off nothing can be

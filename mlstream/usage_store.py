@@ -205,7 +205,8 @@ class SQLiteUsage(UsageTables):
         path = data_dir / self.FILENAME
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                self._db.execute("PRAGMA journal_mode=WAL")  # once: asking again writes the header
             self._db.execute("PRAGMA synchronous=NORMAL")  # a committed batch survives a process crash
             for sql in SQLITE_SCHEMA:
                 self._db.execute(sql)

@@ -25,8 +25,9 @@ from typing import Any, Iterable, Mapping
 from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .common import JsonEventDecoder, ToolCalls, counts, encode_body, json_object, json_object_body, text
-from .base import StreamKind, no_stream_of
-from .events import Delta, Done, Failure, Reasoning, StreamItem
+from ..token_counts import token_counts
+from .base import StreamKind
+from .events import Chunk, Delta, Done, Failure, Reasoning, StreamItem
 
 # The usage the stream's final event carries: Anthropic's own names, as its non-stream
 # answer has them (the cache counters and any other field are not relayed).
@@ -60,9 +61,10 @@ class AnthropicMessagesDialect:
         headers.setdefault("Accept", "text/event-stream")
         return replace(request, headers=headers, body=encode_body(body))
 
-    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "AnthropicStreamDecoder":
+    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "AnthropicStreamDecoder | AnthropicRelayDecoder":
+        """RELAY (the Anthropic front over an Anthropic model): every event whole."""
         if kind is StreamKind.RELAY:
-            raise no_stream_of(self, kind)
+            return AnthropicRelayDecoder()
         return AnthropicStreamDecoder()
 
 
@@ -132,7 +134,8 @@ class AnthropicStreamDecoder(JsonEventDecoder):
             self._usage.update(json_object(value.get("usage")))
             return ()
         if kind == "message_stop":
-            return [Done(self._stop_reason, counts(self._usage, USAGE_FIELDS) if self._usage else None)]
+            return [Done(self._stop_reason, counts(self._usage, USAGE_FIELDS) if self._usage else None,
+                         token_counts(self._usage))]
         if kind == "error":
             error = json_object(value.get("error"))
             kind_name = text(error.get("type")) or "error"
@@ -141,3 +144,43 @@ class AnthropicStreamDecoder(JsonEventDecoder):
 
     def at_end(self) -> StreamItem:
         return Failure(UpstreamError("the provider ended the stream before message_stop"))
+
+
+class AnthropicRelayDecoder(JsonEventDecoder):
+    """Anthropic's events relayed whole (``Chunk``, its JSON text; its ``type`` names the
+    event), thinking and signatures included: ``message_stop`` is Done (with the stop reason
+    and usage seen, for the records), an ``error`` event a Failure, ``ping`` dropped (the
+    writer sends its own heartbeats)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._usage: dict[str, Any] = {}
+        self._stop_reason: str | None = None
+        self._payload: str | bytes = ""
+
+    def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
+        self._payload = payload  # the event's own text, relayed by on_object
+        return super()._on_event(name, payload)
+
+    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+        kind = value.get("type")
+        if kind == "message_start":
+            self._usage.update(json_object(json_object(value.get("message")).get("usage")))
+        elif kind == "message_delta":
+            self._stop_reason = text(json_object(value.get("delta")).get("stop_reason")) or self._stop_reason
+            self._usage.update(json_object(value.get("usage")))
+        elif kind == "message_stop":
+            return [Done(self._stop_reason, counts(self._usage, USAGE_FIELDS) if self._usage else None,
+                         token_counts(self._usage))]
+        elif kind == "error":
+            error = json_object(value.get("error"))
+            kind_name = text(error.get("type")) or "error"
+            return [error_failure(kind_name, text(error.get("message")) or kind_name)]
+        elif kind == "ping":
+            return ()
+        payload = self._payload
+        return [Chunk(payload if isinstance(payload, str) else payload.decode("utf-8", "replace"))]
+
+    def at_end(self) -> StreamItem:
+        return Failure(UpstreamError("the provider ended the stream before message_stop"))
+

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamTimeout
 from .common import ToolCall, ToolCalls, count as _count, json_object as _object, text as _text
+from ..token_counts import token_counts
 from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 from .eventstream import EventStreamDecoder, exception_of
@@ -127,7 +128,8 @@ class ConverseStreamDecoder(EventStreamDecoder):
             return None
         if event == "metadata":
             usage = _object(body.get("usage"))
-            return Done(self._stop_reason, {name: _count(usage.get(name)) for name in USAGE_FIELDS})
+            return Done(self._stop_reason, {name: _count(usage.get(name)) for name in USAGE_FIELDS},
+                        token_counts(usage))
         return None  # messageStart and anything new
 
 

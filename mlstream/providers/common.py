@@ -15,7 +15,8 @@ from ..connectors import UpstreamRequest
 from ..errors import BadRequest, ProtocolError, UpstreamError
 from ..speedups import dumps_json, loads_json
 from ..sse import SSEDecoder
-from .events import Done, Failure, StreamItem
+from ..token_counts import TokenCounts, token_counts
+from .events import Delta, Done, Failure, Reasoning, StreamItem
 
 
 def json_object_body(request: UpstreamRequest) -> dict[str, Any]:
@@ -201,3 +202,88 @@ class JsonLinesDecoder(JsonEventDecoder):
             return super().finish()
         items = self.feed(b"\n")  # the last line needs no newline
         return items if self._ended else items + super().finish()
+
+
+# A chat stream's usage: OpenAI's names, as the chat completions schema has them.
+CHAT_USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+_DONE_MARKER = "[DONE]"
+
+
+class ChatChunks:
+    """A chat.completion.chunk stream (OpenAI's, TGI's and LMI's chat schema) as values, mixed
+    into a ``JsonEventDecoder``: content is Delta(text), ``reasoning_content`` Reasoning, tool-call
+    deltas assembled into one Delta per call (OpenAI's shape) when the choice finishes; Done at
+    ``[DONE]`` or at the body's end after a finish_reason, with the last chunk's usage
+    (CHAT_USAGE_FIELDS)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._finish_reason: str | None = None
+        self._usage: dict[str, int | None] | None = None
+        self._tokens: TokenCounts | None = None
+        self._tools = ToolCalls()
+        self._open_calls: list[int] = []
+
+    def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
+        if payload == _DONE_MARKER:
+            return [self._done()]
+        return super()._on_event(name, payload)  # type: ignore[misc]
+
+    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+        if value.get("error") is not None:
+            error = value["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            return [Failure(UpstreamError(f"Error from remote service: {str(message)[:500]}"))]
+        if isinstance(value.get("usage"), dict):
+            self._usage = counts(value["usage"], CHAT_USAGE_FIELDS)
+            self._tokens = token_counts(value["usage"])
+        choices = value.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return ()
+        choice = json_object(choices[0])
+        delta = json_object(choice.get("delta"))
+        items: list[StreamItem] = []
+        if piece := text(delta.get("content")):
+            items.append(Delta(piece))
+        if thought := text(delta.get("reasoning_content")):
+            items.append(Reasoning(thought))
+        for call in delta.get("tool_calls") or () if isinstance(delta.get("tool_calls"), list) else ():
+            failure = self._tool_delta(json_object(call))
+            if failure is not None:
+                return [*items, failure]
+        if finish := text(choice.get("finish_reason")):
+            self._finish_reason = finish
+            items += self._finished_calls()
+        return items
+
+    def _tool_delta(self, call: dict[str, Any]) -> Failure | None:
+        index = count(call.get("index")) or 0
+        function = json_object(call.get("function"))
+        if index not in self._open_calls:
+            self._open_calls.append(index)
+            failure = self._tools.start(index, text(call.get("id")), text(function.get("name")))
+            if failure is not None:
+                return failure
+        arguments = text(function.get("arguments"))
+        return self._tools.add(index, arguments) if arguments else None
+
+    def _finished_calls(self) -> list[StreamItem]:
+        items: list[StreamItem] = []
+        for index in self._open_calls:
+            call = self._tools.stop(index)
+            tool_input = call.input() if call is not None else None
+            if isinstance(tool_input, Failure):
+                return [tool_input]
+            if call is not None:
+                items.append(Delta({"type": "function", "id": call.call_id or f"call_{index}",
+                                    "function": {"name": call.name, "arguments": tool_input}}))
+        self._open_calls = []
+        return items
+
+    def _done(self) -> StreamItem:
+        return Done(self._finish_reason, self._usage, self._tokens)
+
+    def at_end(self) -> StreamItem:
+        if self._finish_reason is None:
+            return Failure(UpstreamError("the model's chat stream ended before a finish_reason"))
+        return self._done()

@@ -10,10 +10,11 @@ final ``{"error": ...}`` event (the stream is committed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import MLStreamError
+from ..token_counts import TokenCounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,10 @@ class Done:
     """The provider's end marker arrived; the answer is complete."""
 
     finish_reason: str | None = None
-    usage: dict[str, int] | None = None
+    usage: dict[str, int] | None = None  # the provider's counts under its own names, for the client
+    # Every count it sent, cache included, normalized for the usage record; derived from
+    # what the provider sent, so not part of what makes two Done values the same.
+    tokens: TokenCounts | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .common import JsonEventDecoder, counts, json_object, text
+from ..token_counts import token_counts
 from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 
@@ -123,4 +124,5 @@ class GeminiStreamDecoder(JsonEventDecoder):
     def at_end(self) -> StreamItem:
         if self._finish_reason is None:
             return Failure(UpstreamError("the provider ended the stream before a finishReason"))
-        return Done(self._finish_reason, None if self._usage is None else counts(self._usage, USAGE_FIELDS))
+        return Done(self._finish_reason, None if self._usage is None else counts(self._usage, USAGE_FIELDS),
+                    token_counts(self._usage))

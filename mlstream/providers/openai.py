@@ -9,6 +9,8 @@ from ..connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError
 from ..speedups import loads_json
 from ..sse import SSEDecoder
+from ..token_counts import TokenCounts, token_counts
+from .common import ChatChunks, JsonEventDecoder
 from .common import count as _count, encode_body as _encode_body, json_object_body as _json_object_body
 from .base import StreamKind
 from .events import Chunk, Delta, Done, Failure, StreamItem
@@ -36,8 +38,12 @@ class OpenAIDialect:
         headers.setdefault("Accept", "text/event-stream")
         return replace(request, headers=headers, body=_encode_body(body))
 
-    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "OpenAIStreamDecoder":
-        """RELAY (the OpenAI front): every chunk relayed whole (``Chunk``), not just its text."""
+    def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "OpenAIStreamDecoder | OpenAIChatDecoder":
+        """RELAY (the OpenAI front): every chunk relayed whole (``Chunk``), not just its text.
+        CHAT (a front translating to chat completions): text, reasoning, whole tool calls and
+        usage (``common.ChatChunks``)."""
+        if kind is StreamKind.CHAT and self.chat:
+            return OpenAIChatDecoder()
         return OpenAIStreamDecoder(self.chat, relay=kind is StreamKind.RELAY)
 
 
@@ -59,6 +65,7 @@ class OpenAIStreamDecoder:
         self._sse = SSEDecoder()
         self._finish_reason: str | None = None
         self._usage: dict[str, int] | None = None
+        self._tokens: TokenCounts | None = None
         self._ended = False
         self._opening = relay          # relaying, and no chunk seen yet
         self._held: Chunk | None = None  # the role-only opening chunk, until the next item
@@ -85,7 +92,7 @@ class OpenAIStreamDecoder:
 
     def _on_event(self, data: str) -> StreamItem | None:
         if data == _DONE_MARKER:
-            return Done(self._finish_reason, self._usage)
+            return Done(self._finish_reason, self._usage, self._tokens)
         try:
             chunk = loads_json(data)
         except ValueError:
@@ -95,6 +102,8 @@ class OpenAIStreamDecoder:
         if chunk.get("error") is not None:
             return Failure(UpstreamError(f"the provider failed mid-stream: {_error_message(chunk['error'])}"))
         if self._relay:
+            if "usage" in chunk:  # the last chunk, when the client asked for include_usage
+                self._tokens = token_counts(chunk["usage"])
             if self._opening:
                 self._opening = False
                 if _role_only(chunk):
@@ -104,6 +113,7 @@ class OpenAIStreamDecoder:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = {name: _count(usage.get(name)) for name in USAGE_FIELDS}
+            self._tokens = token_counts(usage)
         choices = chunk.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             return None
@@ -116,6 +126,12 @@ class OpenAIStreamDecoder:
         else:
             text = choice.get("text")
         return Delta(text) if isinstance(text, str) and text else None
+
+
+class OpenAIChatDecoder(ChatChunks, JsonEventDecoder):
+    """A chat completions stream read whole (the Anthropic and Responses fronts over an
+    OpenAI-interface model): tool calls assembled, usage kept (the front asks for it with
+    ``stream_options.include_usage``)."""
 
 
 def _role_only(chunk: dict[str, Any]) -> bool:

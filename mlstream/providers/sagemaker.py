@@ -39,10 +39,11 @@ from ..connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, ProtocolError, UpstreamError
 from ..sse import SSEDecoder
 from ..upstream import MAX_RESPONSE_BYTES as UPSTREAM_MAX_RESPONSE_BYTES
-from .common import (JsonEventDecoder, JsonLinesDecoder, ToolCalls, count, counts, encode_body, json_object,
+from .common import (ChatChunks, JsonEventDecoder, JsonLinesDecoder, counts, encode_body, json_object,
                      json_object_body, text)
+from ..token_counts import token_counts
 from .base import StreamKind, no_stream_of
-from .events import Delta, Done, Failure, Reasoning, StreamItem
+from .events import Delta, Done, Failure, StreamItem
 from .eventstream import EventStreamDecoder, exception_of
 
 _INVOCATIONS = re.compile(r"/invocations/?$")
@@ -52,9 +53,6 @@ MAX_RESPONSE_BYTES = UPSTREAM_MAX_RESPONSE_BYTES
 # The usage the stream's final event carries: the containers' own names, from the last
 # token's details (present when the request set "details": true).
 USAGE_FIELDS = ("input_length", "generated_tokens")
-# A chat stream's usage: OpenAI's names, as the containers' chat schema has them.
-CHAT_USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
-_DONE_MARKER = "[DONE]"
 
 
 def _token_items(value: dict[str, Any]) -> list[StreamItem]:
@@ -67,7 +65,8 @@ def _token_items(value: dict[str, Any]) -> list[StreamItem]:
     items: list[StreamItem] = [Delta(piece)] if piece and token.get("special") is not True else []
     if isinstance(value.get("generated_text"), str):
         details = json_object(value.get("details"))
-        items.append(Done(text(details.get("finish_reason")), counts(details, USAGE_FIELDS) if details else None))
+        items.append(Done(text(details.get("finish_reason")), counts(details, USAGE_FIELDS) if details else None,
+                          token_counts(details)))
     return items
 
 
@@ -97,85 +96,11 @@ class LMIStreamDecoder(_TokenObjects, JsonLinesDecoder):
     max_line_bytes = MAX_RESPONSE_BYTES
 
 
-class _ChatChunks:
-    """What TGI's and LMI's chat streams share: chat.completion.chunk objects."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._finish_reason: str | None = None
-        self._usage: dict[str, int | None] | None = None
-        self._tools = ToolCalls()
-        self._open_calls: list[int] = []
-
-    def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
-        if payload == _DONE_MARKER:
-            return [self._done()]
-        return super()._on_event(name, payload)  # type: ignore[misc]
-
-    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
-        if value.get("error") is not None:
-            error = value["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            return [Failure(UpstreamError(f"Error from remote service: {str(message)[:500]}"))]
-        if isinstance(value.get("usage"), dict):
-            self._usage = counts(value["usage"], CHAT_USAGE_FIELDS)
-        choices = value.get("choices")
-        if not isinstance(choices, list) or not choices:
-            return ()
-        choice = json_object(choices[0])
-        delta = json_object(choice.get("delta"))
-        items: list[StreamItem] = []
-        if piece := text(delta.get("content")):
-            items.append(Delta(piece))
-        if thought := text(delta.get("reasoning_content")):
-            items.append(Reasoning(thought))
-        for call in delta.get("tool_calls") or () if isinstance(delta.get("tool_calls"), list) else ():
-            failure = self._tool_delta(json_object(call))
-            if failure is not None:
-                return [*items, failure]
-        if finish := text(choice.get("finish_reason")):
-            self._finish_reason = finish
-            items += self._finished_calls()
-        return items
-
-    def _tool_delta(self, call: dict[str, Any]) -> Failure | None:
-        index = count(call.get("index")) or 0
-        function = json_object(call.get("function"))
-        if index not in self._open_calls:
-            self._open_calls.append(index)
-            failure = self._tools.start(index, text(call.get("id")), text(function.get("name")))
-            if failure is not None:
-                return failure
-        arguments = text(function.get("arguments"))
-        return self._tools.add(index, arguments) if arguments else None
-
-    def _finished_calls(self) -> list[StreamItem]:
-        items: list[StreamItem] = []
-        for index in self._open_calls:
-            call = self._tools.stop(index)
-            tool_input = call.input() if call is not None else None
-            if isinstance(tool_input, Failure):
-                return [tool_input]
-            if call is not None:
-                items.append(Delta({"type": "function", "id": call.call_id or f"call_{index}",
-                                    "function": {"name": call.name, "arguments": tool_input}}))
-        self._open_calls = []
-        return items
-
-    def _done(self) -> StreamItem:
-        return Done(self._finish_reason, self._usage)
-
-    def at_end(self) -> StreamItem:
-        if self._finish_reason is None:
-            return Failure(UpstreamError("the model's chat stream ended before a finish_reason"))
-        return self._done()
-
-
-class TGIChatDecoder(_ChatChunks, JsonEventDecoder):
+class TGIChatDecoder(ChatChunks, JsonEventDecoder):
     """TGI's Messages API stream: SSE chunks, then ``data: [DONE]``."""
 
 
-class LMIChatDecoder(_ChatChunks, JsonLinesDecoder):
+class LMIChatDecoder(ChatChunks, JsonLinesDecoder):
     """LMI's chat completions stream: JSON lines of chunks, no end marker."""
 
 

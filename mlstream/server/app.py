@@ -43,10 +43,13 @@ from ..stores import is_postgres, open_store
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
+from ..fronts.console import add_console_routes
 from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.routes import build_router
+from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.mlcommons.usage_routes import add_usage_routes
 from ..fronts.openai.routes import add_openai_routes
+from ..fronts.responses.routes import add_responses_routes
 from ..usage_recorder import UsageRecorder
 from .deadlines import Deadlines
 from .hangups import HangupWatcher
@@ -128,8 +131,14 @@ class App:
         # Several processes (workers, or instances on one database) share their buckets in
         # the store; a lone process keeps them in memory, at no cost per request.
         shared = workers is not None or is_postgres(settings.store)
-        self.predictor = Predictor(self.cluster, self.upstream, self.pool,
-                                   self.metrics, settings, RateLimiter(self.store if shared else None))
+        # Usage, budgets and controllers: the predictor admits each provider call
+        # (accountant.admit), the transport records it as its request ends (accountant.record).
+        self.usage_tables = self.store.usage()
+        self.recorder = UsageRecorder(self.usage_tables, self.metrics)
+        self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
+        self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
+        self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
+                                   RateLimiter(self.store if shared else None), self.accountant)
         # Batch predict jobs at the providers, and the thread that polls them.
         self.batch = BatchJobs(self.registry, self.predictor, self.cluster)
         self.in_flight = InFlight()
@@ -139,14 +148,11 @@ class App:
                                    self.readiness_problems, self.node_identity, self.render_metrics,
                                    batch=self.batch)
         add_openai_routes(self.router, self.registry, self.predictor)
-        # Usage, budgets and controllers. The request path calls accountant.admit before a
-        # provider call and accountant.record after it (budgets' module docstring).
-        self.usage_tables = self.store.usage()
-        self.recorder = UsageRecorder(self.usage_tables, self.metrics)
-        self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
-        self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
         add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
                          self.controllers)
+        add_anthropic_routes(self.router, self.registry, self.predictor)
+        add_responses_routes(self.router, self.registry, self.predictor, self.store, settings.responses_ttl_days)
+        add_console_routes(self.router)
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
@@ -207,7 +213,7 @@ class MLStreamServer(ThreadingHTTPServer):
         self.host = self
         self.settings, self.router, self.authenticator = app.settings, app.router, app.authenticator
         self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
-        self.store = app.store
+        self.store, self.accountant = app.store, app.accountant
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         # Workers each listen on the port their supervisor holds; the kernel spreads connections.

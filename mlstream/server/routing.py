@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from ..auth import ApiKey
-from ..errors import BadRequest, MethodNotAllowed, NotFound
+from ..errors import BadRequest, MethodNotAllowed, MLStreamError, NotFound
 from ..logs import AccessRecord
-from ..errors import MLStreamError
-from ..predict import PendingStream
+from ..predict import CallMeter, PendingStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +45,8 @@ class Request:
     model_resolved: bool = False
     # The caller's API key once authenticated; None on a public route or while no key exists.
     key: ApiKey | None = None
+    # This request's provider call, for its usage record: fronts hand it to ``Predictor.prepare``.
+    meter: CallMeter = field(default_factory=CallMeter)
 
     def mark_model_resolved(self) -> None:
         self.model_resolved = True
@@ -68,7 +69,7 @@ def query_flag(query: dict[str, str], name: str) -> bool:
 
 @dataclass(slots=True)
 class Reply:
-    """A whole JSON (or text) answer."""
+    """A whole answer: JSON, or text (a ``str``), or bytes as they are (the console's files)."""
 
     status: int
     body: Any
@@ -131,10 +132,13 @@ class Router:
         return self._default_front
 
     def front_of(self, path: str) -> Front:
+        """The front of the longest prefix claiming ``path`` (``/v1/messages`` within ``/v1``)."""
+        found, length = self._default_front, -1
         for prefix, front in self._front_prefixes:
-            if path.startswith(prefix) and (len(path) == len(prefix) or path[len(prefix)] == "/"):
-                return front
-        return self._default_front
+            if (len(prefix) > length and path.startswith(prefix)
+                    and (len(path) == len(prefix) or path[len(prefix)] == "/")):
+                found, length = front, len(prefix)
+        return found
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The first route for ``method`` and ``path``; 405 if only other methods fit, else 404."""

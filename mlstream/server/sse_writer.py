@@ -94,9 +94,10 @@ class SSEWriter:
     """Writes one committed stream to the client; its counters are read afterwards."""
 
     def __init__(self, write: Callable[[bytes], Any], *, events: StreamEvents, chunked: bool, heartbeat: float,
-                 started: float, gzip: bool = False) -> None:
+                 started: float, gzip: bool = False, on_end: Callable[[StreamItem], None] | None = None) -> None:
         self._write = write
         self._events = events
+        self._on_end = on_end  # called with the Done or Failure before the last write
         frame, end = (chunk, LAST_CHUNK) if chunked else (unframed, b"")
         # What ends the body: the last chunk (nothing for HTTP/1.0), after the gzip trailer if any.
         self._frame, self._finish = gzip_framing(frame, end) if gzip else (frame, lambda: end)
@@ -148,7 +149,11 @@ class SSEWriter:
                         outcome, self.failure = "failed", item.error
                     batch.append(frame(events.error(item.error)))
                     batch.append(finish())
-                if outcome is not None or len(batch) >= MAX_BATCH_EVENTS:
+                if outcome is not None:
+                    if self._on_end is not None:
+                        self._on_end(item)
+                    break
+                if len(batch) >= MAX_BATCH_EVENTS:
                     break
                 item = channel.get_nowait()
             data = b"".join(batch)

@@ -26,14 +26,16 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from .. import __version__
-from ..auth import Authenticator
+from ..auth import SCRIPT_HEADER, Authenticator, from_script
+from ..budgets import Accountant
 from ..errors import (BadRequest, ClientGone, ExpectationFailed, HeadersTooLarge, MethodNotImplemented,
                       MLStreamError, RequestTimeout, UpstreamError, URITooLong, VersionNotSupported)
 from ..framing import (MAX_HEAD_LINE, ChunkedDecoder, HeadLines, body_framing, check_content_type, chunked_ok,
                        declares_body, decode_content, parse_json_body, parse_request_line, request_id)
 from ..logs import AccessRecord
 from ..metrics import Metrics
-from ..providers.events import Failure
+from ..predict import CallMeter
+from ..providers.events import Done, Failure, StreamItem
 from ..settings import ServerSettings
 from ..store import Store
 from ..streaming.channel import Channel
@@ -82,6 +84,7 @@ class Host(Protocol):
     deadlines: Timer
     hangups: Watcher
     store: Store
+    accountant: Accountant
 
 
 _date: tuple[int, str] = (0, "")  # (second, its Date header value)
@@ -172,8 +175,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         # OpenSearch's router ignores a trailing slash (clients send ".../_predict/").
         path = (parts.path.rstrip("/") or "/") if parts.path.endswith("/") else parts.path
         self._access = AccessRecord(self.client_address[0], self.command, path, self._request_id)
-        route_label = "unmatched"
+        route_label = self._route_label = "unmatched"
         request: Request | None = None
+        self._meter: CallMeter | None = None
         self._front = host.router.front_of(path)
         host.in_flight.begin_request()
         try:
@@ -183,20 +187,26 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self._format = responses.reply_format(query, accept_encoding)
             route, params = host.router.match(self.command, path)
             route_label, self._front = route.template, route.front
+            self._route_label = route_label
             self._access.model_id = params.get("model_id")
             key = None
             if route.role != "public":
-                key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role)
+                key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
+                                                      api_key=self.headers.get("x-api-key"),
+                                                      from_script=from_script(self.headers.get(SCRIPT_HEADER[0])))
             check_content_type(self.headers.get("Content-Type"), self._declares_body())
+            self._meter = CallMeter(key, self._request_id)
             request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
-                              self._request_id, self._access, self.connection, key=key)
+                              self._request_id, self._access, self.connection, key=key, meter=self._meter)
             reply = route.handler(request)
             if isinstance(reply, StreamReply):
                 self._stream(reply, started)
             else:
+                self._record_call(started, reply.status, "ok" if reply.status < 400 else "error")
                 self._write_reply(reply)
         except CLIENT_GONE:
             self.close_connection = True
+            self._record_call(started, ClientGone.http_status, "client_gone")
             log.debug("client %s went away", self.client_address[0])
         except Exception as exc:  # noqa: BLE001 - mapped to a status in one place
             if isinstance(exc, UpstreamError):
@@ -205,7 +215,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 # Refused before its body was read: the unread bytes must not be taken
                 # for the next request on this connection.
                 self.close_connection = True
-            self._write_reply(self._error_reply(exc))
+            reply = self._error_reply(exc)
+            self._record_call(started, reply.status, "error")
+            self._write_reply(reply)
         finally:
             self._format = responses.PLAIN
             duration = time.monotonic() - started
@@ -215,6 +227,19 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                                        else None, self._front.name)
             self._access.emit()
             host.in_flight.end_request()
+
+    def _record_call(self, started: float, status: int, outcome: str, relayed: int = 0,
+                     first_token_seconds: float | None = None) -> None:
+        """The request's provider call in the usage records (once; nothing when none was
+        admitted). Called before the answer's last byte: the client's next call sees it."""
+        meter = self._meter
+        if meter is None or meter.admission is None or meter.recorded:
+            return
+        record = meter.usage(route=self._route_label, status=status, outcome=outcome, relayed=relayed,
+                             first_token_ms=None if first_token_seconds is None else first_token_seconds * 1000,
+                             duration_ms=(time.monotonic() - started) * 1000)
+        if record is not None:
+            self.host.accountant.record(record)
 
     def _error_reply(self, exc: BaseException) -> Reply:
         """The error body of the front the request came through."""
@@ -254,7 +279,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         fmt = self._format
         if not reply.filterable and fmt.filter_path is not None:
             fmt = responses.without_filter(fmt)
-        if isinstance(reply.body, str):
+        if isinstance(reply.body, bytes):
+            payload = reply.body
+        elif isinstance(reply.body, str):
             payload = reply.body.encode("utf-8")
         elif fmt is responses.PLAIN:
             payload = responses.json_bytes(reply.body)
@@ -347,7 +374,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 host.metrics.upstream_failure(item.error)
                 if isinstance(item.error, UpstreamError):
                     access.upstream_status = item.error.upstream_status
-                self._write_reply(self._error_reply(item.error))
+                error_reply = self._error_reply(item.error)
+                self._record_call(started, error_reply.status, "error")
+                self._write_reply(error_reply)
                 return
             chunked = chunked_ok(self.request_version)
             if not chunked or host.draining.is_set():
@@ -357,8 +386,24 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             head = stream_head(self.version_string(), self.date_time_string(), self._request_id,
                                chunked=chunked, close=self.close_connection, gzip=gzip)
             access.status = 200
+            meter = self._meter
+
+            def on_end(last: StreamItem) -> None:
+                if meter is None or meter.admission is None:
+                    return
+                if isinstance(last, Done):
+                    meter.tokens, outcome = last.tokens or meter.tokens, "ok"
+                else:
+                    gone = isinstance(last, Failure) and isinstance(last.error, ClientGone)
+                    outcome = "client_gone" if gone else "error"
+                events = writer.events if writer is not None else 0
+                first = writer.first_event_seconds if writer is not None else None
+                if first is None and events:  # the first event goes out in this last write
+                    first = time.monotonic() - started
+                self._record_call(started, 200, outcome, events, first)
+
             writer = SSEWriter(self.wfile.write, chunked=chunked, heartbeat=heartbeat, started=started,
-                               gzip=gzip, events=reply.events)
+                               gzip=gzip, events=reply.events, on_end=on_end)
             writer.run(channel, item, head)
             outcome = writer.outcome
         except CLIENT_GONE as exc:
@@ -372,6 +417,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             if outcome == "client_gone":
                 access.status = access.status or ClientGone.http_status
                 self.close_connection = True
+                self._record_call(started, access.status, "client_gone", writer.events if writer is not None else 0,
+                                  writer.first_event_seconds if writer is not None else None)
             host.in_flight.discard(channel)
             if writer is not None and writer.failure is not None:
                 host.metrics.upstream_failure(writer.failure)

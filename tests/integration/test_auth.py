@@ -313,6 +313,25 @@ def test_missing_and_wrong_keys_get_the_same_401_with_no_hint(secured):
     assert missing["error"]["type"] == wrong["error"]["type"] and missing["status"] == wrong["status"]
 
 
+def test_a_scripts_401_offers_no_basic_challenge_and_every_other_client_keeps_it(secured):
+    """A browser answers a Basic challenge with its password dialog; the console (and any
+    script that says X-Requested-With: XMLHttpRequest) must get its 401 without one, while
+    clients that send credentials only once challenged by Basic keep getting it."""
+    script = {"X-Requested-With": "XMLHttpRequest"}
+    for label, headers in [("nothing", {}), ("wrong bearer", bearer("mls_" + secrets.token_urlsafe(32))),
+                           ("wrong basic", basic("ops", "mls_" + secrets.token_urlsafe(32)))]:
+        plain = client_with(secured.url, headers).call("GET", "/")
+        assert_401(plain)
+        assert plain.headers["WWW-Authenticate"] == 'Basic realm="mlstream", Bearer realm="mlstream"', label
+        scripted = client_with(secured.url, {**headers, **script}).call("GET", "/")
+        assert_401(scripted)
+        assert scripted.headers["WWW-Authenticate"] == 'Bearer realm="mlstream"', label
+        assert scripted.body == plain.body, label  # nothing else differs
+    # the marker changes nothing for a good key
+    assert client_with(secured.url, {**bearer(secured.admin_key), **script}).call("GET", "/").status == 200
+    assert client_with(secured.url, {**basic("ops", secured.user_key), **script}).call("GET", "/").status == 200
+
+
 def test_a_revoked_key_is_refused_at_once_even_on_an_open_connection(secured):
     key = create_key(secured.data_dir, "user", "doomed")
     host, port = secured.url.removeprefix("http://").split(":")

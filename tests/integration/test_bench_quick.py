@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = ("relay_throughput", "added_latency", "slow_streams", "backpressure", "cancellation", "admission",
-             "churn", "embedding_predict", "provider_relay", "openai_front")
+             "churn", "embedding_predict", "provider_relay", "openai_front", "new_fronts")
 
 
 @pytest.mark.slow
@@ -47,6 +47,14 @@ def test_bench_quick_runs_every_scenario_and_writes_its_json(tmp_path: Path) -> 
         level = front["translated"][side]
         assert level["mlstream"]["streams_ok"] == level["mlstream"]["streams_total"] > 0
         assert level["mlstream"]["chunks_per_s"] > 0 and level["direct"]["chunks_per_s"] > 0
+    fronts = results["scenarios"]["new_fronts"]
+    for level in fronts["relay"].values():
+        for side in ("ml_commons", "messages", "responses"):
+            assert level[side]["mlstream"]["streams_ok"] == level[side]["mlstream"]["streams_total"] > 0
+    for side in ("messages", "responses"):
+        assert fronts["first_token_c1"][side]["ok"] == fronts["first_token_c1"][side]["total"] > 0
+    relayed = fronts["anthropic_relay"]["messages"]["mlstream"]
+    assert relayed["streams_ok"] == relayed["streams_total"] > 0
     assert results["scenarios"]["backpressure"]["mlstream"]["resumed_whole"] is True
     assert results["scenarios"]["admission"]["mlstream"]["refused_429"] > 0
     embeddings = results["scenarios"]["embedding_predict"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import urllib3
 
 from mlstream import __version__
 from mlstream.testing.fake_bedrock import FakeBedrock
@@ -40,7 +41,9 @@ TRUST_LOOPBACK = r"^http://127\.0\.0\.1:.*$"
 
 
 def _sources() -> Iterator[Path]:
-    yield from (ROOT / "mlstream").rglob("*.py")
+    # the modules and the package data the binary carries (the console's files)
+    yield from (path for path in (ROOT / "mlstream").rglob("*")
+                if path.is_file() and "__pycache__" not in path.parts)
     yield from (path for path in (ROOT / "packaging").iterdir() if path.is_file())
     yield from (ROOT / name for name in ("setup.cfg", "pyproject.toml") if (ROOT / name).exists())
 
@@ -176,6 +179,13 @@ def test_serve_streams_and_stops_cleanly_on_sigterm(binary, bare, tmp_path, fake
         events = streamed.events()
         assert len(events) > 2 and is_last(events[-1]) and not any(is_last(e) for e in events[:-1])
         assert contents(events) == OPENAI_TEXT
+
+        # The console's files, carried as package data.
+        static = ROOT / "mlstream" / "fronts" / "console" / "static"
+        for path, name in (("/_console", "index.html"), ("/_console/app.js", "app.js")):
+            page = urllib3.request("GET", served.url + path, timeout=HANG_GUARD, retries=False)
+            assert page.status == 200 and page.data == (static / name).read_bytes(), (path, page.status)
+            assert "default-src 'self'" in page.headers["Content-Security-Policy"]
 
         # Bedrock: botocore's SigV4 signer and event-stream decoder, from inside the binary.
         with FakeBedrock(session_token="fake-session-token") as bedrock:

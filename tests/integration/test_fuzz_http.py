@@ -191,15 +191,21 @@ def parse_responses(data: bytes, request: bytes) -> list[Response]:
 
 
 def assert_error_shape(status: int, headers: Any, body: bytes | None, context: Any = "", *,
-                       openai: bool = False) -> None:
+                       openai: bool = False, anthropic: bool = False) -> None:
     """Not 500; and a non-2xx answer is ``{"error": {"type", "reason", ...}, "status": N}``
-    (``openai``, a ``/v1`` route: ``{"error": {"message", "type", "param", "code"}}``)."""
+    (``openai``, a ``/v1`` route: ``{"error": {"message", "type", "param", "code"}}``;
+    ``anthropic``, ``/v1/messages``: ``{"type": "error", "error": {"type", "message"}}``)."""
     assert status != 500, f"500 for {context!r}: {body[:500] if body else body!r}"
     if 200 <= status < 300 or body is None:
         return
     content_type = headers.get("content-type") or headers.get("Content-Type") or ""
     assert content_type.startswith("application/json"), (status, content_type, body[:200], context)
     doc = json.loads(body.decode("utf-8"))
+    if anthropic:
+        assert isinstance(doc, dict) and doc.get("type") == "error" and set(doc) == {"type", "error"}, (doc, context)
+        assert set(doc["error"]) == {"type", "message"}, (doc, context)
+        assert doc["error"]["message"] and doc["error"]["type"], (doc, context)
+        return
     if openai:
         assert isinstance(doc, dict) and set(doc) == {"error"}, (doc, context)
         assert set(doc["error"]) == {"message", "type", "param", "code"}, (doc, context)
@@ -212,17 +218,28 @@ def assert_error_shape(status: int, headers: Any, body: bytes | None, context: A
     assert isinstance(error.get("reason"), str) and error["reason"], (doc, context)
 
 
-def _openai_target(payload: bytes, index: int) -> bool:
-    """Whether the ``index``-th answer to ``payload`` is the OpenAI front's: it answers the
-    payload's own request (a later one is made of its body's bytes, when framing lied),
-    whose request line parses as the server parses it and whose path is under /v1/."""
+def _target_path(payload: bytes, index: int) -> str | None:
+    """The path of the request the ``index``-th answer to ``payload`` answers, when it is the
+    payload's own (a later one is made of its body's bytes, when framing lied) and its
+    request line parses as the server parses it."""
     if index:
-        return False
+        return None
     try:
         target = parse_request_line(payload.split(b"\n", 1)[0]).target
     except MLStreamError:
-        return False
-    return _under_v1("/" + urlsplit(target).path.lstrip("/"))
+        return None
+    return "/" + urlsplit(target).path.lstrip("/")
+
+
+def _openai_target(payload: bytes, index: int) -> bool:
+    """Whether the ``index``-th answer to ``payload`` is the OpenAI front's (a path under /v1/)."""
+    path = _target_path(payload, index)
+    return path is not None and _under_v1(path) and not _under_messages(path)
+
+
+def _anthropic_target(payload: bytes, index: int) -> bool:
+    path = _target_path(payload, index)
+    return path is not None and _under_messages(path)
 
 
 def _under_v1(path: str) -> bool:
@@ -230,12 +247,17 @@ def _under_v1(path: str) -> bool:
     return path == "/v1" or path.startswith("/v1/")
 
 
+def _under_messages(path: str) -> bool:
+    """The Anthropic front's paths, within /v1 (the longest claimed prefix wins)."""
+    return path == "/v1/messages" or path.startswith("/v1/messages/")
+
+
 def check_exchange(url: str, payload: bytes, *, half_close: bool = True, timeout: float = HANG) -> list[Response]:
     data = exchange(url, payload, half_close=half_close, timeout=timeout)
     answers = parse_responses(data, payload)
     for index, answer in enumerate(answers):
         assert_error_shape(answer.status, answer.headers, answer.body, payload[:300],
-                           openai=_openai_target(payload, index))
+                           openai=_openai_target(payload, index), anthropic=_anthropic_target(payload, index))
     return answers
 
 
@@ -699,8 +721,10 @@ def fuzz_routes(world: World, routes: list[tuple[str, str]], examples: int, *, s
         method, path, raw = call
         response = world.client.http.request(method, world.url + path, body=raw or None, timeout=HANG,
                                              headers={"Content-Type": "application/json"})
+        url_path = parse_url(world.url + path).path or "/"
         assert_error_shape(response.status, response.headers, response.data, (method, path, raw[:300]),
-                           openai=_under_v1(parse_url(world.url + path).path or "/"))
+                           openai=_under_v1(url_path) and not _under_messages(url_path),
+                           anthropic=_under_messages(url_path))
         if 200 <= response.status < 300 and response.headers.get("Content-Type", "").startswith("application/json"):
             json.loads(response.data)
         if 200 <= response.status < 300 and (method in ("PUT", "DELETE") or "/_undeploy" in path):

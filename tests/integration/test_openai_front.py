@@ -9,7 +9,6 @@ import json
 import re
 import socket
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import openai
@@ -25,19 +24,17 @@ from mlstream.testing.fake_openai import (
 )
 
 from ..support.clients import Client, bearer, client_with
-from ..support.connectors import bedrock_connector, openai_connector, openai_embedding_connector, titan_connector
+from ..support.connectors import (
+    BEDROCK_TOOL,
+    bedrock_connector,
+    bedrock_model,
+    openai_connector,
+    openai_embedding_connector,
+    titan_connector,
+)
 from ..support.openai_sdk import USER, WEATHER_TOOL, async_sdk, sdk
 from ..support.servers import create_key
 from ..support.timeouts import HANG_GUARD
-
-BEDROCK_TOOL = {"name": "get_weather", "input": {"location": "Elsinore"}, "tool_use_id": "tooluse_front0001"}
-
-
-def bedrock_model(client: Client, bedrock: Any, name: str = "claude", **fake: Any) -> str:
-    connector = bedrock_connector(bedrock)
-    connector["parameters"]["fake"] = fake
-    return client.register(client.create_connector(connector), name=name)
-
 
 # --------------------------------------------------------------------------- OpenAI-interface
 

@@ -1,8 +1,8 @@
 """Usage, keys and controllers over real sockets, on SQLite and PostgreSQL.
 
-The request path does not call the accountant yet (the fronts' restructure wires it);
-these tests record calls the way it will, through ``server.app.accountant``, and read
-them back over HTTP."""
+These tests record calls as the request path does, through ``server.app.accountant``
+(so that a record's every field is chosen), and read them back over HTTP; the records of
+real calls are ``test_usage_recording``'s."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ KEYS = "/_plugins/_mlstream/keys"
 
 def record_call(server, key_name: str | None, model_id: str, *, tokens: tuple[int, int] = (10, 5),
                 cost: float | None = 0.01, outcome: str = "ok", status: int = 200) -> None:
-    """What the request path will do around one provider call."""
+    """What the request path does around one provider call."""
     key = None if key_name is None else KeyStore(server.app.store).get(key_name)
     admission = server.app.accountant.admit(key, model_id)
     server.app.accountant.record(admission.usage(

@@ -133,3 +133,12 @@ def titan_connector(fake: FakeBedrock, **parameters: Any) -> dict[str, Any]:
     return bedrock_invoke_connector(fake, "amazon.titan-embed-text-v1", "{ \"inputText\": \"${parameters.inputText}\" }",
                                     "connector.pre_process.bedrock.embedding",
                                     "connector.post_process.bedrock.embedding", **parameters)
+
+
+BEDROCK_TOOL = {"name": "get_weather", "input": {"location": "Elsinore"}, "tool_use_id": "tooluse_front0001"}
+
+
+def bedrock_model(client: Client, bedrock: Any, name: str = "claude", **fake: Any) -> str:
+    connector = bedrock_connector(bedrock)
+    connector["parameters"]["fake"] = fake
+    return client.register(client.create_connector(connector), name=name)

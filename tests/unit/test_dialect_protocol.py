@@ -8,6 +8,7 @@ import inspect
 import pytest
 
 from mlstream.providers import DIALECTS, Dialect, StreamKind
+from mlstream.providers.anthropic import AnthropicMessagesDialect
 from mlstream.providers.openai import OpenAIDialect
 
 PROTOCOL_METHODS = {name: inspect.signature(member) for name, member in vars(Dialect).items()
@@ -30,7 +31,7 @@ def test_each_dialect_has_every_protocol_method_with_its_parameters(dialect: Dia
 @pytest.mark.parametrize("dialect", DIALECTS, ids=lambda dialect: dialect.name)
 @pytest.mark.parametrize("kind", list(StreamKind), ids=lambda kind: kind.value)
 def test_each_kind_gives_a_decoder_or_says_there_is_none(dialect: Dialect, kind: StreamKind) -> None:
-    if kind is StreamKind.RELAY and not isinstance(dialect, OpenAIDialect):
+    if kind is StreamKind.RELAY and not isinstance(dialect, (OpenAIDialect, AnthropicMessagesDialect)):
         with pytest.raises(ValueError, match="has no relay stream"):
             dialect.new_decoder(kind)
         return

@@ -9,7 +9,7 @@ from mlstream.metrics import Metrics, merge_expositions
 
 class Pool:
     def __init__(self, active: int) -> None:
-        self.active, self.queued, self.rejected = active, 0, 0
+        self.workers, self.active, self.queued, self.rejected = 4, active, 0, 0
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
@@ -34,6 +34,11 @@ def test_counters_gauges_and_histograms_are_summed_and_parse() -> None:
     assert merged[("mlstream_http_request_duration_seconds_bucket", (("le", "0.005"), ("route", "/x")))] == 1
     assert merged[("mlstream_http_request_duration_seconds_bucket", (("le", "+Inf"), ("route", "/x")))] == 2
     assert abs(merged[("mlstream_http_request_duration_seconds_sum", (("route", "/x"),))] - 0.304) < 1e-9
+    # what the console's overview reads: processes and readers add up, the start is the earliest
+    assert merged[("mlstream_worker_processes", ())] == 2
+    assert merged[("mlstream_stream_workers", ())] == 8
+    starts = [samples(m.render())[("mlstream_start_time_seconds", ())] for m in (one, two)]
+    assert merged[("mlstream_start_time_seconds", ())] == min(starts)
 
 
 def test_one_text_comes_back_the_same() -> None:

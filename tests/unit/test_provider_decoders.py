@@ -8,23 +8,30 @@ import pytest
 
 from mlstream.errors import UpstreamError
 from mlstream.providers import common
-from mlstream.providers.common import MAX_OPEN_TOOL_CALLS
 from mlstream.providers.anthropic import AnthropicStreamDecoder
 from mlstream.providers.bedrock import ConverseStreamDecoder
+from mlstream.providers.common import MAX_OPEN_TOOL_CALLS
+from mlstream.providers.events import Delta, Done, Failure, Reasoning
 from mlstream.providers.gemini import GeminiStreamDecoder
 from mlstream.providers.openai import OpenAIStreamDecoder
-from mlstream.providers.sagemaker import LMIStreamDecoder, SageMakerStreamDecoder, TGIStreamDecoder
-from mlstream.providers.events import Delta, Done, Failure, Reasoning
-from mlstream.testing.eventstream import encode_event, encode_exception, encode_message, encode_payload_part
+from mlstream.providers.sagemaker import (
+    LMIStreamDecoder,
+    SageMakerStreamDecoder,
+    TGIStreamDecoder,
+)
+from mlstream.testing.eventstream import (
+    encode_event,
+    encode_exception,
+    encode_message,
+    encode_payload_part,
+)
 
-
-def feed_all(decoder, data: bytes, cuts: list[int]) -> list:
-    items = []
-    previous = 0
-    for cut in [*cuts, len(data)]:
-        items += decoder.feed(data[previous:cut])
-        previous = cut
-    return items + decoder.finish()
+from ..support.decoders import (
+    ANTHROPIC_STREAM,
+    anthropic_error,
+    anthropic_event,
+    feed_all,
+)
 
 
 def openai_chunk(content: str | None = None, finish: str | None = None, usage: dict | None = None) -> bytes:
@@ -143,40 +150,8 @@ def test_bedrock_reasoning_is_its_own_item_never_content():
         assert feed_all(ConverseStreamDecoder(), BEDROCK_REASONING_STREAM, [cut]) == expected, cut
 
 
-def anthropic_event(name: str, data: dict) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-ANTHROPIC_STREAM = b"".join([
-    anthropic_event("message_start", {"type": "message_start", "message": {
-        "id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-x",
-        "stop_reason": None, "usage": {"input_tokens": 12, "output_tokens": 1, "cache_read_input_tokens": 0}}}),
-    anthropic_event("content_block_start", {"type": "content_block_start", "index": 0,
-                                            "content_block": {"type": "thinking", "thinking": ""}}),
-    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                            "delta": {"type": "thinking_delta", "thinking": "Hmm, Hamlet."}}),
-    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                            "delta": {"type": "signature_delta", "signature": "c2ln"}}),
-    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 0}),
-    anthropic_event("content_block_start", {"type": "content_block_start", "index": 1,
-                                            "content_block": {"type": "text", "text": ""}}),
-    anthropic_event("ping", {"type": "ping"}),
-    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 1,
-                                            "delta": {"type": "text_delta", "text": "To be"}}),
-    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 1,
-                                            "delta": {"type": "text_delta", "text": ", or not été"}}),
-    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 1}),
-    anthropic_event("content_block_start", {"type": "content_block_start", "index": 2, "content_block": {
-        "type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}}),
-    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 2,
-                                            "delta": {"type": "input_json_delta", "partial_json": '{"q": "Ham'}}),
-    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 2,
-                                            "delta": {"type": "input_json_delta", "partial_json": 'let"}'}}),
-    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 2}),
-    anthropic_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
-                                      "usage": {"output_tokens": 30}}),
-    anthropic_event("message_stop", {"type": "message_stop"}),
-])
 ANTHROPIC_EXPECTED = [Reasoning("Hmm, Hamlet."), Delta("To be"), Delta(", or not été"),
                       Delta({"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "Hamlet"}}),
                       Done("tool_use", {"input_tokens": 12, "output_tokens": 30})]
@@ -192,8 +167,6 @@ def test_anthropic_stream_byte_by_byte():
                     list(range(len(ANTHROPIC_STREAM)))) == ANTHROPIC_EXPECTED
 
 
-def anthropic_error(kind: str) -> bytes:
-    return anthropic_event("error", {"type": "error", "error": {"type": kind, "message": f"{kind} says no"}})
 
 
 @pytest.mark.parametrize("data, status, reason", [

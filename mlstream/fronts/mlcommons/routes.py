@@ -153,7 +153,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         algorithm = req.params.get("algorithm") or req.query.get("algorithm")
         given = processing.parse_predict_input(_required(req.body), algorithm)
         model = resolve(req)
-        prepared = predictor.prepare(model, Ask(given.parameters, given.dataset), request_id=req.request_id)
+        prepared = predictor.prepare(model, Ask(given.parameters, given.dataset), req.meter)
         result = predictor.predict(prepared)
         if req.access is not None:
             req.access.upstream_status = result.upstream_status
@@ -167,7 +167,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         predictor.check_stream_enabled()
         given = processing.parse_predict_input(_required(req.body), "remote")
         model = resolve(req)
-        prepared = predictor.prepare(model, Ask(given.parameters), stream=True, request_id=req.request_id)
+        prepared = predictor.prepare(model, Ask(given.parameters), req.meter, stream=True)
         return StreamReply(predictor.open_stream(prepared), ML_COMMONS_EVENTS)
 
     # admin, as the task routes it is followed with: a batch job is a long, billed piece of work

@@ -25,16 +25,16 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import unquote
 
 from ... import processing
-from ...errors import BadRequest, InvalidField, ModelNotFound, NotFound
+from ...errors import BadRequest, InvalidField
 from ...predict import Ask, Predictor
 from ...providers import StreamKind, dialect_for
 from ...providers.openai import OPENAI_CHAT, OPENAI_COMPLETIONS
-from ...registry import Registry, ResolvedModel
+from ...registry import Registry
 from ...server.routing import Reply, Request, Router, StreamReply
+from ..models import ModelFinder
 from . import wire
 from .errors import OPENAI_FRONT
 from .events import OpenAIChatEvents
@@ -53,30 +53,7 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
             return function
         return register
 
-    def deployed(reference: str, *, by_id: bool) -> tuple[str, dict[str, Any]]:
-        """The one deployed model with this name (or id, when ``by_id``): 404 for none or several."""
-        models = registry.deployed_models()
-        found = [(model_id, doc) for model_id, doc in models if by_id and model_id == reference]
-        found = found or [(model_id, doc) for model_id, doc in models if doc.get("name") == reference]
-        if len(found) > 1:
-            raise ModelNotFound(f"The model name `{reference}` is ambiguous: {len(found)} deployed models have "
-                                "it. Use a model id (GET /v1/models lists them).")
-        if not found:
-            raise ModelNotFound(f"The model `{reference}` does not exist or is not deployed.")
-        return found[0]
-
-    def find(reference: str) -> ResolvedModel:
-        """A model by id (any registered one, deployed on first use as ml-commons does: the
-        cached path), else by name among deployed models, where the name must be unique."""
-        try:
-            return registry.resolve(reference)
-        except NotFound:
-            return registry.resolve(deployed(reference, by_id=False)[0])
-
-    def note_model(req: Request, model: ResolvedModel) -> None:
-        req.mark_model_resolved()  # counted as this model's prediction, as on the ml-commons routes
-        if req.access is not None:
-            req.access.model_id = model.model_id
+    models = ModelFinder(registry)
 
     @add("POST", "/chat/completions")
     def chat_completions(req: Request) -> Reply | StreamReply:
@@ -95,15 +72,14 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
             wire.check_messages(body)
         elif not isinstance(body.get("prompt"), (str, list)):
             raise InvalidField("you must provide a prompt", param="prompt")
-        model = find(reference)
-        note_model(req, model)
+        model = models.find_for(req, reference)
         dialect = dialect_for(model.connector.parameters, model.connector)
         if dialect is (OPENAI_CHAT if chat else OPENAI_COMPLETIONS):
             fields = wire.client_fields(body)
             if not stream:
                 fields.pop("stream_options", None)  # the provider refuses it without stream
             prepared = predictor.prepare(model, Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields)),
-                                         stream=stream, dialect=dialect, request_id=req.request_id)
+                                         req.meter, stream=stream, dialect=dialect)
             if not stream:
                 return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
             events = OpenAIChatEvents(completion_id="", created=0, model=reference, include_usage=usage, relay=True)
@@ -119,8 +95,8 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
         # Gemini blueprint is {"contents": ${parameters.contents}}), and the last user text
         # as ${parameters.inputs}; then the fields are set on what it rendered.
         parameters = {**fields, "inputs": wire.last_user_text(body)}
-        prepared = predictor.prepare(model, Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields)),
-                                     stream=stream, dialect=dialect, request_id=req.request_id)
+        ask = Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields))
+        prepared = predictor.prepare(model, ask, req.meter, stream=stream, dialect=dialect)
         completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if not stream:
             answer = wire.loads_answer(predictor.exchange(prepared))
@@ -136,21 +112,20 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
         reference = wire.model_reference(body)
         texts = wire.check_embedding_input(body)
         encoding = wire.encoding_format(body)
-        model = find(reference)
-        note_model(req, model)
+        model = models.find_for(req, reference)
         connector = model.connector
         url = connector.action("predict").url.split("?", 1)[0].rstrip("/")
         if url.endswith("/embeddings"):  # OpenAI or Azure OpenAI: the client's request goes through
             fields = wire.client_fields(body)
             prepared = predictor.prepare(model, Ask({**fields, "input": texts},
                                                     reshape=lambda rendered: wire.overlay(rendered, fields)),
-                                         request_id=req.request_id)
+                                         req.meter)
             return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
         if body.get("dimensions") is not None:
             raise InvalidField(f"model [{model.model_id}] does not take 'dimensions': its connector is not an "
                                "OpenAI embeddings one", param="dimensions")
         ask = Ask({}, processing.TextDocs(tuple(texts)))
-        result = predictor.predict(predictor.prepare(model, ask, request_id=req.request_id))
+        result = predictor.predict(predictor.prepare(model, ask, req.meter))
         vectors = wire.embedding_vectors(result.body)
         if len(vectors) != len(texts):
             raise BadRequest(f"model [{model.model_id}] answered {len(vectors)} embeddings for {len(texts)} inputs: "
@@ -165,4 +140,4 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
     @add("GET", "/models/{model}")
     def get_model(req: Request) -> Reply:
         # Never deploys: only deployed models are listed. A name may hold spaces, sent as %20.
-        return Reply(200, wire.model_entry(*deployed(unquote(req.params["model"]), by_id=True)))
+        return Reply(200, wire.model_entry(*models.deployed(unquote(req.params["model"]), by_id=True)))

@@ -1,0 +1,129 @@
+"""Scenario 11: the Anthropic Messages and OpenAI Responses fronts against ``_predict/stream``.
+
+    relay        scenario 1's relay at ``openai_concurrency`` through ``/v1/messages`` and
+                 ``/v1/responses`` (an OpenAI-interface model: its chunks read as chat and
+                 written as each API's events) and through ``_predict/stream``, each paired
+                 with its own direct trials; the figure is each front's mlstream/direct ratio
+                 over the ml-commons front's (goal >= 0.90)
+    first token  scenario 2's first token at c=1, the four targets (direct, ml-commons,
+                 Messages, Responses) alternated request by request (goal: each front's p50
+                 over ml-commons' <= 1.10)
+    anthropic    an Anthropic model relayed as it is by ``/v1/messages`` and streamed by
+                 ``_predict/stream``, against scenario 9's Anthropic fake, at
+                 ``provider_concurrency``
+
+Responses are stored (``store`` defaults to true): each stream ends with one write to the
+responses file of the store, as it would in use.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .loadgen import Dialect, Outcomes, alternate, build_request, summarize
+from .procs import SEED_MESSAGES
+from .scenarios import (BENCH_PROMPT, Env, Pair, _latency_value, _provider_pair, _relay_level, preflight,
+                        provider_benches, ratio)
+
+# The loadgen's markers for each front's events (bench/loadgen.py reads their first text).
+MESSAGES = Dialect("messages", b'"type":"text_delta"', b"event: message_stop", error=b"event: error")
+RESPONSES = Dialect("responses", b'"type":"response.output_text.delta"', b"event: response.completed",
+                    error=b"event: response.failed")
+FRONTS = ("messages", "responses")
+SIDES = ("direct", "ml_commons", *FRONTS)
+
+
+def _front_request(env: Env, front: str, model_id: str) -> Any:
+    system, user = SEED_MESSAGES[0]["content"], SEED_MESSAGES[1]["content"]
+    if front == "messages":
+        body = {"model": model_id, "max_tokens": 4096, "stream": True, "system": system,
+                "messages": [{"role": "user", "content": user}]}
+        return build_request(env.mlstream.address, "/v1/messages", body, dialect=MESSAGES, stream=True,
+                             label="messages")
+    body = {"model": model_id, "stream": True, "instructions": system, "input": user}
+    return build_request(env.mlstream.address, "/v1/responses", body, dialect=RESPONSES, stream=True,
+                         label="responses")
+
+
+def _front_pair(env: Env, ml_pair: Pair, front: str) -> Pair:
+    """``ml_pair``'s model and direct request, its mlstream side through ``front``."""
+    return Pair(ml_pair.model, {"direct": ml_pair.requests["direct"],
+                                "mlstream": _front_request(env, front, ml_pair.model_id)},
+                {"direct": ml_pair.addresses["direct"], "mlstream": env.mlstream.address}, ml_pair.model_id)
+
+
+def new_fronts(env: Env) -> dict[str, Any]:
+    cfg = env.cfg
+    out: dict[str, Any] = {"relay": {}}
+    model = f"gpt-fake?chunks={cfg.throughput_chunks}"
+    ml_pair = env.pair(model, max_connection=max(cfg.openai_concurrency))
+    pairs = {front: _front_pair(env, ml_pair, front) for front in FRONTS}
+    for pair in (ml_pair, *pairs.values()):
+        preflight(env, pair, cfg.throughput_chunks)
+    for c in cfg.openai_concurrency:
+        ml = _relay_level(env, ml_pair, c, env.fake)
+        level: dict[str, Any] = {"ml_commons": ml}
+        for front, pair in pairs.items():
+            level[front] = _relay_level(env, pair, c, env.fake)
+            level[f"{front}_over_ml_commons"] = ratio(level[front]["ratio_chunks"], ml["ratio_chunks"])
+        out["relay"][str(c)] = level
+    out["first_token_c1"] = _first_token(env)
+    out["anthropic_relay"] = _anthropic_relay(env)
+    out["note"] = ("relay: chunks/s ratio mlstream/direct per front, each front's over the ml-commons front's "
+                   "(goal >= 0.90); first token: request's first byte -> first event with text, c=1, the four "
+                   "targets alternated (goal: front p50 / ml-commons p50 <= 1.10); anthropic_relay: an Anthropic "
+                   "model relayed by /v1/messages vs _predict/stream, one pooled direct figure")
+    return out
+
+
+def _first_token(env: Env) -> dict[str, Any]:
+    cfg = env.cfg
+    latency_model = f"gpt-fake?chunks={cfg.latency_chunks}"
+    ml_pair = env.pair(latency_model, max_connection=4)
+    targets = {"direct": (ml_pair.addresses["direct"], ml_pair.requests["direct"]),
+               "ml_commons": (ml_pair.addresses["mlstream"], ml_pair.requests["mlstream"])}
+    for front in FRONTS:
+        targets[front] = (env.mlstream.address, _front_request(env, front, ml_pair.model_id))
+    result = alternate(targets, cfg.latency_pairs, pause=cfg.latency_pause_ms / 1000, warmup=10, timeout=300)
+    env.generator_runs.append({"label": "new fronts first token", "wall": round(result.wall, 3),
+                               "cpu": round(result.cpu, 3)})
+    values = {side: [_latency_value(r, True) if r.ok else math.nan for r in result.responses[side]]
+              for side in SIDES}
+    first: dict[str, Any] = {"model": latency_model, "pause_ms": cfg.latency_pause_ms}
+    for side in SIDES:
+        outcomes = Outcomes.of(result.responses[side])
+        first[side] = {"ms": summarize(values[side], 1000), "ok": outcomes.ok, "total": outcomes.total,
+                       "errors": outcomes.errors}
+        if side != "direct":
+            added = [v - d for d, v in zip(values["direct"], values[side]) if d == d and v == v]
+            first[side]["added_ms"] = summarize(added, 1000)
+    for front in FRONTS:
+        first[f"{front}_over_ml_commons_p50"] = ratio(first[front]["ms"]["p50"], first["ml_commons"]["ms"]["p50"])
+    return first
+
+
+def _anthropic_relay(env: Env) -> dict[str, Any]:
+    cfg = env.cfg
+    bench = next(b for b in provider_benches() if b.name == "anthropic")
+    knobs = {"chunks": cfg.provider_chunks}
+    fake = env.procs.start_fake(f"fake-{bench.name}-messages-front", bench.module, bench.args)
+    try:
+        ml_pair = _provider_pair(env, bench, fake, knobs)
+        request = build_request(env.mlstream.address, "/v1/messages",
+                                {"model": ml_pair.model_id, "max_tokens": 1024, "stream": True,
+                                 "messages": [{"role": "user", "content": BENCH_PROMPT}]},
+                                dialect=bench.dialect, stream=True, label="messages")
+        messages_pair = Pair(bench.name, {"direct": ml_pair.requests["direct"], "mlstream": request},
+                             ml_pair.addresses, ml_pair.model_id)
+        preflight(env, ml_pair, cfg.provider_chunks)
+        preflight(env, messages_pair, cfg.provider_chunks)
+        ml = _relay_level(env, ml_pair, cfg.provider_concurrency, fake)
+        messages = _relay_level(env, messages_pair, cfg.provider_concurrency, fake)
+    finally:
+        env.procs.stop(fake)
+    direct = (ml["direct"]["chunks_per_s"] + messages["direct"]["chunks_per_s"]) / 2
+    return {"provider": bench.interface, "chunks_per_stream": cfg.provider_chunks,
+            "concurrency": cfg.provider_concurrency, "ml_commons": ml, "messages": messages,
+            "direct_pooled_chunks_per_s": round(direct, 1),
+            "messages_over_ml_commons": ratio(messages["mlstream"]["chunks_per_s"], ml["mlstream"]["chunks_per_s"])}

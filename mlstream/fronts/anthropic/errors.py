@@ -1,0 +1,49 @@
+"""The error mapping of the Anthropic front: any exception to Anthropic's error body.
+
+    {"type": "error", "error": {"type": ..., "message": ...}}
+
+The status is the error's own (``errors``), as on every front; ``type`` is the one
+Anthropic answers for that status, so the ``anthropic`` SDK raises the class its users
+catch (``BadRequestError``, ``AuthenticationError``, ``NotFoundError``, ``RateLimitError``,
+``InternalServerError``, ...). Mid-stream, the same body is an ``error`` event, and the
+stream ends without ``message_stop``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ...errors import MLStreamError
+from ...server.responses import json_bytes
+from ...server.routing import Front, Reply
+from ...sse import EVENT_END
+
+log = logging.getLogger(__name__)
+
+# Anthropic's error type for each status it answers; others by class (4xx / 5xx).
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+          404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+          503: "overloaded_error", 504: "timeout_error"}
+
+
+def error_body(exc: MLStreamError) -> dict[str, Any]:
+    status = exc.http_status
+    kind = _TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+    return {"type": "error", "error": {"type": kind, "message": exc.reason}}
+
+
+def error_reply(exc: BaseException) -> Reply:
+    """The reply for any exception (the one place the Anthropic front shapes errors)."""
+    if not isinstance(exc, MLStreamError):
+        log.error("unexpected error while handling a request", exc_info=exc)
+        exc = MLStreamError("internal error: the server failed to handle the request")
+    return Reply(exc.http_status, error_body(exc), dict(exc.headers))
+
+
+def error_event(exc: MLStreamError) -> bytes:
+    """A stream's failure after its first byte: ``event: error`` with the same body."""
+    return b"event: error\ndata: " + json_bytes(error_body(exc)) + EVENT_END
+
+
+ANTHROPIC_FRONT = Front("anthropic", lambda exc, trace: error_reply(exc))

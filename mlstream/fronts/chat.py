@@ -1,0 +1,108 @@
+"""A chat over any chat model, for the fronts that speak another API than OpenAI's chat
+completions (Anthropic Messages, OpenAI Responses).
+
+Such a front turns its request into a chat.completions request (its conversation in
+OpenAI's messages, its tools as functions), and ``chat_call`` binds it to the model's
+provider API with the translations the OpenAI front uses (``openai.translations``):
+
+    openai/v1/chat/completions            the chat request's fields set on the rendered body,
+                                          ``stream_options.include_usage`` when streaming
+    bedrock/converse, anthropic/v1/messages, gemini/v1beta/generatecontent,
+    sagemaker/tgi, sagemaker/lmi          the OpenAI front's translation of that request
+
+Either way the answer comes back as a ``chat.completion`` (``ChatCall.answer``) and the
+stream is read as ``StreamKind.CHAT``: Delta (text, or one whole tool call in the
+provider's shape: ``openai.wire.tool_call`` reads them all), Reasoning, and
+Done(finish reason, usage under the provider's names: ``openai.wire.openai_usage``).
+Pure: nothing here sends anything; the front hands ``ask`` to ``Predictor.prepare``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BadRequest
+from ..predict import Ask
+from ..providers import Dialect, dialect_for
+from ..providers.openai import OPENAI_CHAT
+from ..registry import ResolvedModel
+from .openai import wire
+from .openai.sagemaker import chat_completion_from_sagemaker
+from .openai.translations import TRANSLATIONS
+
+CompletionAnswer = Callable[[bytes], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatCall:
+    """A chat request bound to one model's provider API, nothing sent."""
+
+    dialect: Dialect
+    ask: Ask
+    answer: CompletionAnswer  # the provider's non-stream answer -> chat.completion
+
+
+def chat_call(model: ResolvedModel, chat: Mapping[str, Any], *, stream: bool, api: str) -> ChatCall:
+    """``chat`` (a chat.completions request, without ``stream``) for ``model``'s provider.
+    ``api`` names the calling front in a refusal."""
+    dialect = dialect_for(model.connector.parameters, model.connector)
+    if dialect is OPENAI_CHAT:
+        fields = wire.client_fields(chat)
+        if stream:
+            fields["stream_options"] = {"include_usage": True}
+        return ChatCall(dialect, Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields)),
+                        _openai_answer)
+    translation = TRANSLATIONS.get(dialect)
+    if translation is None:
+        raise BadRequest(f"model [{model.model_id}] speaks {dialect.name}: the {api} front serves chat models "
+                         "(openai/v1/chat/completions, bedrock/converse, anthropic/v1/messages, "
+                         "gemini/v1beta/generatecontent, sagemaker/tgi, sagemaker/lmi)")
+    fields = translation.request(chat, stream)
+    # As on the OpenAI front: the template renders with the translated fields as
+    # parameters and the last user text as ${parameters.inputs}, then they are set on it.
+    parameters = {**fields, "inputs": wire.last_user_text(chat)}
+
+    def answer(payload: bytes) -> dict[str, Any]:
+        return translation.answer(wire.loads_answer(payload), completion_id="", created=0, model="")
+
+    return ChatCall(dialect, Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields)), answer)
+
+
+def _openai_answer(payload: bytes) -> dict[str, Any]:
+    """An OpenAI chat.completion, normalized as the translated ones are; its usage as the
+    provider sent it (with its token details)."""
+    raw = wire.loads_answer(payload)
+    completion = chat_completion_from_sagemaker(raw, completion_id="", created=0, model="")
+    if isinstance(raw, dict) and isinstance(raw.get("usage"), dict):
+        completion["usage"] = raw["usage"]
+    return completion
+
+
+@dataclass(frozen=True, slots=True)
+class ChatAnswer:
+    """A chat.completion's first choice, read: what the fronts write in their own shapes."""
+
+    text: str
+    reasoning: str
+    calls: tuple[tuple[str, str, str], ...]  # (id, name, arguments JSON)
+    finish_reason: str   # OpenAI's: stop, length, tool_calls, content_filter
+    usage: Mapping[str, Any]  # OpenAI's names (prompt_tokens, ...), with any *_details
+
+
+def read_completion(completion: Mapping[str, Any]) -> ChatAnswer:
+    choices = completion.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    calls = tuple(found for call in message.get("tool_calls") or () if (found := wire.tool_call(call)) is not None)
+    content, reasoning = message.get("content"), message.get("reasoning_content")
+    usage = completion.get("usage")
+    return ChatAnswer(content if isinstance(content, str) else "", reasoning if isinstance(reasoning, str) else "",
+                      calls, wire.finish_reason(choice.get("finish_reason")) or "stop",
+                      usage if isinstance(usage, dict) else {})
+
+
+def stream_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
+    """A stream's Done usage (the provider's names) under OpenAI's, zeros when it gave none."""
+    return wire.openai_usage(usage) or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}

@@ -1,0 +1,105 @@
+"""The Responses front: ``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/<id>``
+over the same registry, keys, pool and streaming core as every other route.
+
+    body -> chat request (``wire``): the stored conversation of ``previous_response_id``,
+            this request's input, its instructions and settings
+         -> ``fronts.chat``: bound to the model's provider API (the OpenAI front's
+            translations), prepared and sent by the predictor as on every front
+         -> the answer as a ``response`` (non-stream) or as Responses events (``events``)
+
+``store`` (default true, as OpenAI) keeps the finished response, and the conversation it
+ends, for ``responses_ttl_days``: ``previous_response_id`` continues it, ``GET`` returns it,
+``DELETE`` removes it. Keeping is best effort: a store that fails is logged, and the
+answer still goes out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from ...errors import InvalidField, NotFound, StoreError
+from ...predict import Predictor
+from ...providers import StreamKind
+from ...registry import Registry
+from ...server.routing import Reply, Request, Router, StreamReply
+from ...store import Store
+from ..chat import chat_call, read_completion
+from ..models import ModelFinder
+from ..openai.wire import object_body
+from . import wire
+from .errors import RESPONSES_FRONT
+from .events import ResponseEvents, new_item_id
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/v1/responses"
+SECONDS_PER_DAY = 86400
+
+
+def add_responses_routes(router: Router, registry: Registry, predictor: Predictor, store: Store,
+                         ttl_days: float) -> None:
+    router.claim_prefix(PREFIX, RESPONSES_FRONT)
+    models = ModelFinder(registry)
+
+    def stored(response_id: str) -> dict[str, Any] | None:
+        return store.get_response(response_id)
+
+    def create(req: Request) -> Reply | StreamReply:
+        body = object_body(req.body)
+        reference = wire.model_reference(body)
+        wire.check_request(body)
+        stream = wire.flag(body, "stream", False)
+        keep_it = wire.flag(body, "store", True)
+        earlier: list[dict[str, Any]] = []
+        previous = wire.previous_id(body)
+        if previous is not None:
+            found = stored(previous)
+            if found is None:
+                raise InvalidField(f"Previous response with id '{previous}' not found.", param="previous_response_id")
+            earlier = found.get("conversation") or []
+        conversation = earlier + wire.input_messages(body)
+        model = models.find_for(req, reference)
+        call = chat_call(model, wire.chat_request(body, conversation), stream=stream, api="Responses")
+        prepared = predictor.prepare(model, call.ask, req.meter, stream=stream, dialect=call.dialect)
+        response_id, created_at = f"resp_{uuid.uuid4().hex}", int(time.time())
+
+        def keep(response: dict[str, Any]) -> None:
+            if not keep_it:
+                return
+            doc = {"response": response,
+                   "conversation": conversation + wire.items_to_messages(response["output"], "output")}
+            try:
+                store.put_response(response_id, doc, time.time() + ttl_days * SECONDS_PER_DAY)
+            except StoreError as error:
+                log.warning("response %s was not stored: %s", response_id, error.reason)
+
+        if stream:
+            events = ResponseEvents(body, response_id=response_id, created_at=created_at, model=reference, keep=keep)
+            return StreamReply(predictor.open_stream(prepared, StreamKind.CHAT), events)
+        answer = read_completion(call.answer(predictor.exchange(prepared)))
+        status, incomplete = wire.status_of(answer.finish_reason)
+        response = wire.response(body, response_id=response_id, created_at=created_at, model=reference,
+                                 status=status, output=wire.output_items(answer, new_item_id),
+                                 usage_counts=wire.usage(answer.usage), incomplete=incomplete)
+        keep(response)
+        return Reply(200, response)
+
+    def get(req: Request) -> Reply:
+        response_id = req.params["response_id"]
+        found = stored(response_id)
+        if found is None:
+            raise NotFound(f"Response with id '{response_id}' not found.")
+        return Reply(200, found["response"])
+
+    def delete(req: Request) -> Reply:
+        response_id = req.params["response_id"]
+        if not store.delete_response(response_id):
+            raise NotFound(f"Response with id '{response_id}' not found.")
+        return Reply(200, {"id": response_id, "object": "response", "deleted": True})
+
+    router.add("POST", PREFIX, create, "user", RESPONSES_FRONT)
+    router.add("GET", PREFIX + "/{response_id}", get, "user", RESPONSES_FRONT)
+    router.add("DELETE", PREFIX + "/{response_id}", delete, "user", RESPONSES_FRONT)
