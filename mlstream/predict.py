@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 
 from . import interfaces, processing
 from .cluster import ClusterSettings
-from .connectors import Connector, UpstreamRequest, merge_parameters, render_request
+from .connectors import Action, Connector, UpstreamRequest, merge_parameters, render_request
 from .auth import ApiKey
 from .budgets import Accountant, Admission
 from .errors import BadRequest, MLStreamError, ShuttingDown, UpstreamError
@@ -68,6 +68,15 @@ class PredictResult:
     body: dict[str, Any]
     upstream_status: int
     upstream_seconds: float  # from sending the request to the last byte of the answer
+
+
+@dataclass(frozen=True, slots=True)
+class ActionAnswer:
+    """The answer to one of a connector's other actions (``batch_predict`` and its status
+    and cancel calls): the provider's status and ml-commons' output tensors of its body."""
+
+    status: int
+    output: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +372,28 @@ class Predictor:
         if guardrails is not None:
             check_output(guardrails, payload.decode("utf-8", "replace"), self._guardrail_checks)
         return response.status, payload
+
+    def call_action(self, model: ResolvedModel, action: Action, parameters: Mapping[str, Any], *,
+                    request_id: str = "", rate_limited: bool = False) -> ActionAnswer:
+        """Call ``action`` (one of the connector's, or one made for it: a batch job's status
+        or cancel call) with ``parameters`` over the connector's: rendered, its endpoint
+        checked, sent, its answer through the action's post-process function. The
+        model's rate limit is taken when ``rate_limited`` (a client's own request)."""
+        connector = replace(model.connector, actions=(action, *model.connector.actions))
+        merged = merge_parameters(connector, processing.escape_input_parameters(parameters))
+        request = render_request(connector, merged, action.action_type)
+        if request_id and not any(name.lower() == "x-request-id" for name in request.headers):
+            request.headers["X-Request-Id"] = request_id
+        policy = self._cluster.endpoint_policy
+        policy.check_literal_host(policy.check_url(request.url))
+        if rate_limited:
+            self._rate_limiter.acquire(model.model_id, model.rate_limit)
+        try:
+            status, payload = self._exchange(connector, request)
+        except UpstreamError as error:
+            self._metrics.upstream_failure(error)
+            raise
+        return ActionAnswer(status, _output(action.post_process_function, payload, merged))
 
     # --- stream -------------------------------------------------------------------------
 

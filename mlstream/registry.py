@@ -519,10 +519,46 @@ class Registry:
         return self._record("task", task_id, "Failed to find task").doc
 
     def delete_task(self, task_id: str) -> None:
-        # Every mlstream task is complete when it is answered: none is running to refuse.
+        # Only a batch prediction's task outlives its request; as ml-commons, a running
+        # one stays (DeleteTaskTransportAction).
         with self._store.transaction():
-            self.get_task(task_id)
+            if self.get_task(task_id).get("state") == "RUNNING":
+                raise Conflict("Task cannot be deleted in running state. Try after some time.")
             self._store.delete("task", task_id)
+
+    def create_task(self, doc: dict[str, Any]) -> str:
+        """Store a task that outlives its request (a batch prediction's); its id."""
+        task_id = new_id()
+        self._store.put("task", Record(task_id, doc))
+        return task_id
+
+    def update_task(self, task_id: str, fields: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Set ``fields`` (and ``last_update_time``) on a stored task: the task as stored
+        now, or None when it was deleted meanwhile (it stays deleted)."""
+        with self._store.transaction():
+            record = self._store.get("task", task_id)
+            if record is None:
+                return None
+            doc = {**record.doc, **fields, "last_update_time": now_ms()}
+            self._store.put("task", Record(task_id, doc))
+        return doc
+
+    def tasks(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every stored task, oldest first."""
+        return [(record.id, record.doc) for record in self._store.scan("task")]
+
+    def connector_of(self, model_id: str) -> ResolvedModel:
+        """A model with its connector, credentials unsealed, as it is stored: not deployed
+        on the way (a batch job's status and cancel calls, for a model in any state)."""
+        record = self._model_record(model_id)
+        if "connector" in record.doc:
+            connector = parse_connector(_without_times(record.doc["connector"]) |
+                                        {"credential": self._unseal(record.secret)})
+        else:
+            connector = self._connector(self._connector_record(record.doc["connector_id"]))
+        limiter = record.doc.get("rate_limiter")
+        return ResolvedModel(model_id, record.doc["name"], str(record.doc.get("model_state")), connector,
+                             parse_rate_limiter(limiter) if limiter else None)
 
     # --- search ----------------------------------------------------------------
 

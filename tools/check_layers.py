@@ -31,7 +31,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                "model_ttl", "metrics", "usage_recorder", "controllers", "budgets", "stopwords")),
     ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),
     ("streaming core", ("streaming", "streaming.*")),
-    ("predictor", ("predict",)),
+    ("predictor", ("predict", "batch")),
     ("HTTP transport", ("server", "server.routing", "server.responses", "server.sse_writer", "server.deadlines",
                         "server.hangups", "server.transport", "server.workers")),
     ("fronts", ("fronts", "fronts.*")),

@@ -7,7 +7,7 @@
     App
      +-- store (SQLiteStore or PostgresStore)  cluster (ClusterSettings)  registry (Registry)
      +-- reaper (ModelReaper: undeploys models idle past their TTL)
-     +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
+     +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)  batch (BatchJobs)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
      +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
      +-- stop_words (StopWordIndices): what guardrails percolate
@@ -30,6 +30,7 @@ from http.server import ThreadingHTTPServer
 
 from ..cluster import ClusterSettings, cluster_uuid
 from ..auth import Authenticator, KeyStore
+from ..batch import BatchJobs
 from ..budgets import Accountant
 from ..controllers import Controllers
 from ..credentials import CredentialCodec, open_codec
@@ -150,11 +151,14 @@ class App:
         self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
                                    RateLimiter(self.store if shared else None), self.accountant,
                                    Checks(self.stop_words.percolate, self.ask_guardrail_model))
+        # Batch predict jobs at the providers, and the thread that polls them.
+        self.batch = BatchJobs(self.registry, self.predictor, self.cluster)
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
-                                   self.readiness_problems, self.node_identity, self.render_metrics)
+                                   self.readiness_problems, self.node_identity, self.render_metrics,
+                                   batch=self.batch)
         add_openai_routes(self.router, self.registry, self.predictor)
         add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
                          self.controllers)
@@ -165,6 +169,7 @@ class App:
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
+        self.batch.start()  # batch jobs still running when the server last stopped are polled again
 
     def ask_guardrail_model(self, model_id: str, parameters: dict) -> object:
         """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest
@@ -210,6 +215,7 @@ class App:
         if self.workers is not None:
             self.workers.close()
         self.reaper.stop()
+        self.batch.close()
         self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()

@@ -9,6 +9,7 @@ import time
 from typing import Any, Callable
 
 from ... import processing
+from ...batch import BatchJobs
 from ...cluster import ClusterSettings
 from ...errors import BadRequest
 from ...metrics import Metrics
@@ -25,7 +26,7 @@ STREAM_PARAMETER = "stream"
 
 def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSettings, metrics: Metrics,
                  readiness_problems: Callable[[], list[str]], identity: Callable[[], node.NodeIdentity],
-                 render_metrics: Callable[[], str]) -> Router:
+                 render_metrics: Callable[[], str], *, batch: BatchJobs | None = None) -> Router:
     router = Router(ML_COMMONS_FRONT)
 
     def add(method: str, template: str, role: str = "admin"):
@@ -179,6 +180,13 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         prepared = predictor.prepare(model, Ask(parameters), req.meter, stream=True)
         return StreamReply(predictor.open_stream(prepared), ML_COMMONS_EVENTS)
 
+    # admin, as the task routes it is followed with: a batch job is a long, billed piece of work
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_batch_predict")
+    def batch_predict(req: Request) -> Reply:
+        if batch is None:
+            raise BadRequest("batch predict is not served here")
+        return Reply(200, batch.submit(resolve(req), _required(req.body), request_id=req.request_id))
+
     def resolve(req: Request) -> ResolvedModel:
         """The URL's model, deployed on first use; from here the call counts as its prediction."""
         model = registry.resolve(req.params["model_id"])
@@ -190,7 +198,16 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     @add("GET", f"{PREFIX}/tasks/{{task_id}}")
     def get_task(req: Request) -> Reply:
-        return Reply(200, registry.get_task(req.params["task_id"]))
+        task_id = req.params["task_id"]
+        return Reply(200, registry.get_task(task_id) if batch is None else batch.task(task_id))
+
+    # _cancel_batch: the route's name in ml-commons 2.17 (and in OpenSearch's docs)
+    for suffix in ("_cancel", "_cancel_batch"):
+        @add("POST", f"{PREFIX}/tasks/{{task_id}}/{suffix}")
+        def cancel_batch(req: Request) -> Reply:
+            if batch is None:
+                raise BadRequest("The task ID you provided does not have any associated batch job")
+            return Reply(200, batch.cancel(req.params["task_id"]))
 
     @add("DELETE", f"{PREFIX}/tasks/{{task_id}}")
     def delete_task(req: Request) -> Reply:
