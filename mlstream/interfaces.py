@@ -26,12 +26,13 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadRequest, InterfaceRefused
+
+if TYPE_CHECKING:  # jsonschema is imported when a model first has an interface (about 5 MB)
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 __all__ = ["INTERFACE_KEYS", "check_input", "check_output", "input_instance", "parse_interface",
            "preset_interface"]
@@ -71,6 +72,9 @@ def _compact(value: Any) -> str:
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _validator(text: str, where: str = "interface") -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         schema = json.loads(text)
     except ValueError as exc:
