@@ -457,11 +457,7 @@ class Registry:
                     raise BadRequest("Auto deployment disabled for this model, please deploy model first "
                                      f"Model ID: {model_id}")
                 record = self._set_state(record, DEPLOYED)
-            if "connector" in record.doc:
-                connector = parse_connector(_without_times(record.doc["connector"]) |
-                                            {"credential": self._unseal(record.secret)})
-            else:
-                connector = self._connector(self._connector_record(record.doc["connector_id"]))
+            connector = self._model_connector(record)
         limiter = record.doc.get("rate_limiter")
         resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector,
                                  parse_rate_limiter(limiter) if limiter else None,
@@ -551,14 +547,16 @@ class Registry:
         """A model with its connector, credentials unsealed, as it is stored: not deployed
         on the way (a batch job's status and cancel calls, for a model in any state)."""
         record = self._model_record(model_id)
-        if "connector" in record.doc:
-            connector = parse_connector(_without_times(record.doc["connector"]) |
-                                        {"credential": self._unseal(record.secret)})
-        else:
-            connector = self._connector(self._connector_record(record.doc["connector_id"]))
         limiter = record.doc.get("rate_limiter")
-        return ResolvedModel(model_id, record.doc["name"], str(record.doc.get("model_state")), connector,
-                             parse_rate_limiter(limiter) if limiter else None)
+        return ResolvedModel(model_id, record.doc["name"], str(record.doc.get("model_state")),
+                             self._model_connector(record), parse_rate_limiter(limiter) if limiter else None)
+
+    def _model_connector(self, record: Record) -> Connector:
+        """A model's connector, inline or by id, its credentials unsealed."""
+        if "connector" in record.doc:
+            return parse_connector(_without_times(record.doc["connector"]) |
+                                   {"credential": self._unseal(record.secret)})
+        return self._connector(self._connector_record(record.doc["connector_id"]))
 
     # --- search ----------------------------------------------------------------
 

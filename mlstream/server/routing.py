@@ -8,6 +8,7 @@ the API it speaks, which shapes its errors.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -16,6 +17,8 @@ from ..auth import ApiKey
 from ..errors import BadRequest, MethodNotAllowed, MLStreamError, NotFound
 from ..logs import AccessRecord
 from ..predict import CallMeter, PendingStream
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,15 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "application/json; charset=UTF-8"
     filterable: bool = True  # ?filter_path applies (never to an error, as in OpenSearch)
+
+
+def known_error(exc: BaseException) -> MLStreamError:
+    """``exc`` when it is one of ours; anything else is a bug, logged with its traceback
+    and answered as a 500 without details (every front's error body starts here)."""
+    if isinstance(exc, MLStreamError):
+        return exc
+    log.error("unexpected error while handling a request", exc_info=exc)
+    return MLStreamError("internal error: the server failed to handle the request")
 
 
 class StreamEvents(Protocol):
