@@ -277,3 +277,29 @@ def test_the_anthropic_and_responses_fronts_route_too(server, client, fake, spar
         "model": router_id, "input": "hi", "stream": True}).encode())
     assert responses.status == 200 and responses.headers[SERVED_BY] == good
     assert b"event: response.completed" in responses.body
+
+
+def test_a_deleted_or_disabled_target_is_skipped(client, fake, spare):
+    gone = target(client, fake, "gone")
+    off = target(client, fake, "off")
+    good = target(client, spare, "good")
+    router_id = router(client, targets=[gone, off], fallbacks=[good])
+    assert client.call("POST", f"/_plugins/_ml/models/{gone}/_undeploy").status == 200
+    assert client.call("DELETE", f"/_plugins/_ml/models/{gone}").status == 200
+    assert client.call("PUT", f"/_plugins/_ml/models/{off}", {"is_enabled": False}).status == 200
+    reply = predict(client, router_id)
+    assert reply.status == 200 and reply.headers[SERVED_BY] == good
+    assert requests_to(fake) == 0
+    metrics = client.call("GET", "/metrics").body
+    assert f'target="{gone}",outcome="unavailable"' in metrics and f'target="{off}",outcome="unavailable"' in metrics
+
+
+def test_the_access_log_names_the_target(client, fake, spare, caplog):
+    caplog.set_level("INFO", logger="mlstream.access")
+    bad = target(client, fake, "bad", status=500)
+    good = target(client, spare, "good")
+    router_id = router(client, targets=[bad], fallbacks=[good])
+    assert predict(client, router_id).status == 200
+    lines = [r for r in caplog.records if r.name == "mlstream.access" and "_predict" in r.getMessage()]
+    assert len(lines) == 1
+    assert f"model={router_id} target={good}" in lines[0].getMessage() and lines[0].access["target"] == good
