@@ -45,6 +45,7 @@ from .speedups import loads_json
 from .streaming.channel import Channel
 from .streaming.pool import StreamPool
 from .streaming.reader import start_stream
+from .telemetry.hooks import RequestTrace, Telemetry
 from .token_counts import TokenCounts, answer_tokens
 from .usage import UsageRecord, cost_of
 from .upstream import ProviderCall, UpstreamClient
@@ -106,6 +107,7 @@ class CallMeter:
     tokens: TokenCounts | None = None   # the provider's own counts, when it sent them
     request_bytes: int = 0              # of the provider request: estimates the input without counts
     recorded: bool = False
+    trace: RequestTrace | None = None   # the request's span (tracing on): its provider calls' parent
 
     def usage(self, *, route: str, status: int, outcome: str, relayed: int, first_token_ms: float | None,
               duration_ms: float) -> UsageRecord | None:
@@ -190,7 +192,7 @@ class Predictor:
     def __init__(self, cluster: ClusterSettings, upstream: UpstreamClient, pool: StreamPool, metrics: Metrics,
                  server: ServerSettings, rate_limiter: RateLimiter | None = None,
                  accountant: Accountant | None = None,
-                 guardrail_checks: Checks | None = None) -> None:
+                 guardrail_checks: Checks | None = None, telemetry: Telemetry | None = None) -> None:
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
@@ -199,6 +201,7 @@ class Predictor:
         self._rate_limiter = rate_limiter or RateLimiter()
         self._accountant = accountant  # keys' budgets and limits, usage records; None: not kept
         self._guardrail_checks = guardrail_checks  # what a model's guardrails read and ask
+        self._telemetry = telemetry  # a span per provider call; None: tracing is off
         # Runs the extra upstream requests of a predict call split into several (the
         # handler's own thread runs one share); threads start only when first needed.
         self._fanout = ThreadPoolExecutor(max_workers=server.stream_workers,
@@ -303,7 +306,7 @@ class Predictor:
         """A prepared request's non-stream answer: the provider's body."""
         try:
             payload = self._exchange(prepared.model.connector, prepared.request,
-                                     prepared.model.guardrails)[1]
+                                     prepared.model.guardrails, prepared)[1]
         except UpstreamError as error:
             self._metrics.upstream_failure(error)
             raise
@@ -315,7 +318,7 @@ class Predictor:
         calls, connector, guardrails = prepared.calls, prepared.model.connector, prepared.model.guardrails
         count_tokens = prepared.meter is not None
         if len(calls) == 1:
-            return [self._answer(connector, calls[0], count_tokens, guardrails)]
+            return [self._answer(connector, calls[0], count_tokens, guardrails, prepared)]
         lanes = min(len(calls), connector.client_config.max_connection, MAX_FANOUT)
         answers: list[_Answer | None] = [None] * len(calls)
         failed = threading.Event()
@@ -326,7 +329,7 @@ class Predictor:
                 if failed.is_set():
                     return
                 try:
-                    answers[index] = self._answer(connector, calls[index], count_tokens, guardrails)
+                    answers[index] = self._answer(connector, calls[index], count_tokens, guardrails, prepared)
                 except BaseException:
                     failed.set()
                     raise
@@ -352,19 +355,19 @@ class Predictor:
         return [answer for answer in answers if answer is not None]
 
     def _answer(self, connector: Connector, call: UpstreamCall, count_tokens: bool,
-                guardrails: Guardrails | None) -> _Answer:
+                guardrails: Guardrails | None, prepared: Prepared) -> _Answer:
         sent = time.monotonic()
-        status, payload = self._exchange(connector, call.request, guardrails)
+        status, payload = self._exchange(connector, call.request, guardrails, prepared)
         done = time.monotonic()
         output = _output(connector.action("predict").post_process_function, payload, call.parameters)
         tokens = answer_tokens(payload) if count_tokens else None
         return _Answer({"output": output, "status_code": status}, status, sent, done, tokens)
 
     def _exchange(self, connector: Connector, request: UpstreamRequest,
-                  guardrails: Guardrails | None = None) -> tuple[int, bytes]:
+                  guardrails: Guardrails | None = None, prepared: Prepared | None = None) -> tuple[int, bytes]:
         """One non-stream upstream call: the provider's 2xx status and body, or its error
         raised; the model's output guardrail checks the body (ml-commons' processOutput)."""
-        call = self._call(request, connector)
+        call = self._call(request, connector, prepared)
         response = call.open(_wait_uninterrupted)
         payload = call.read_body(response)
         if response.status >= 300:
@@ -404,15 +407,24 @@ class Predictor:
         if not prepared.stream or dialect is None:
             raise TypeError("open_stream needs a call prepared with stream=True")
         connector = prepared.model.connector
-        call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters), connector)
+        call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters), connector,
+                          prepared)
         channel = Channel(self._server.stream_queue_chunks)
-        return PendingStream(channel, partial(start_stream, self._pool, channel, call, dialect.new_decoder(kind),
+        decoder = dialect.new_decoder(kind)
+        if call.trace is not None:  # the span sees the stream's first chunk and its end
+            decoder = call.trace.relaying(decoder, channel)
+        return PendingStream(channel, partial(start_stream, self._pool, channel, call, decoder,
                                               self._server.client_stall_timeout))
 
-    def _call(self, request: UpstreamRequest, connector: Connector) -> ProviderCall:
+    def _call(self, request: UpstreamRequest, connector: Connector, prepared: Prepared | None = None) -> ProviderCall:
+        trace = None
+        if self._telemetry is not None and prepared is not None:
+            trace = self._telemetry.provider_call(
+                request, connector, dialect=prepared.dialect.name if prepared.dialect is not None else None,
+                parent=prepared.meter.trace if prepared.meter is not None else None, stream=prepared.stream)
         return ProviderCall(self._upstream, request, connector,
                             allow_private=self._cluster.endpoint_policy.allow_private,
-                            on_retry=self._metrics.upstream_retry)
+                            on_retry=self._metrics.upstream_retry, trace=trace)
 
 
 def _pre_processed(connector: Connector, chunk: processing.Dataset | None,
