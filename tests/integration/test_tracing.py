@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -21,11 +22,13 @@ from mlstream.testing.fake_collector import FakeCollector, ReceivedSpan
 from mlstream.testing.fake_openai import DEFAULT_TEXT, FakeOpenAI, Scenario
 
 from ..support.clients import Client
+from ..support.servers import start_serve, stop_serve
 from ..support.connectors import BEDROCK_MODEL, bedrock_connector, bedrock_stream, openai_connector
 from ..support.streams import SEED_MESSAGES, open_stream, stream_body
 from ..support.timeouts import HANG_GUARD
 from ..support.wire import raw_request
 
+ROOT = Path(__file__).resolve().parents[2]
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
 STREAM_ROUTE = "POST /_plugins/_ml/models/{model_id}/_predict/stream"
@@ -324,3 +327,32 @@ def test_tracing_does_not_change_what_the_client_gets(traced, make_server, fake:
         answers.append(raw_request(server.url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
                                    json.dumps(stream_body()).encode()).events())
     assert answers[0] == answers[1]
+
+
+@pytest.mark.slow
+def test_each_worker_exports_its_own_and_the_standard_variables_are_honoured(tmp_path, collector):
+    """``--workers 2``: every worker process sets up its own exporters (its own
+    service.instance.id); the SDK's variables configure them, no flag needed."""
+    process, url = start_serve(tmp_path / "data", "--workers", "2", env={
+        "PYTHONPATH": str(ROOT), "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_SERVICE_NAME": "gateway",
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=test", "OTEL_BSP_SCHEDULE_DELAY": "20",
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-collector-key=k1"})
+    try:
+        def instances() -> set[str]:
+            return {span.resource["service.instance.id"] for span in collector.stats.named("GET /healthz")}
+
+        sent = 0
+        for _ in range(8):  # rounds of new connections, which the kernel spreads over the workers
+            for _ in range(8):
+                assert Client(url).call("GET", "/healthz").status == 200
+            sent += 8
+            assert collector.stats.wait_for(lambda s: len(s.named("GET /healthz")) == sent, HANG_GUARD)
+            if len(instances()) == 2:
+                break
+        assert len(instances()) == 2
+    finally:
+        stop_serve(process)
+    span = collector.stats.named("GET /healthz")[0]
+    assert span.resource["service.name"] == "gateway" and span.resource["deployment.environment.name"] == "test"
+    exports = collector.stats.requests
+    assert exports and all(export.headers.get("x-collector-key") == "k1" for export in exports)
