@@ -10,7 +10,8 @@ The SDK reads its standard variables itself: OTEL_EXPORTER_OTLP_ENDPOINT (and th
 per-signal ones) when ``--otel-endpoint`` is not given, OTEL_EXPORTER_OTLP_HEADERS,
 OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER[_ARG] (default: parent-based
 always-on, so a caller's unsampled ``traceparent`` is respected), OTEL_BSP_*,
-OTEL_METRIC_EXPORT_INTERVAL, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT.
+OTEL_METRIC_EXPORT_INTERVAL, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT; OTEL_TRACES_EXPORTER and
+OTEL_METRICS_EXPORTER=none turn one signal's export off, as the SDK's auto-configuration does.
 
 Spans are started and ended with explicit parents, never the thread's current context: a
 stream's CLIENT span starts on the handler thread and ends on a pool worker.
@@ -19,6 +20,7 @@ stream's CLIENT span starts on the handler thread and ends on a pool worker.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from dataclasses import replace
@@ -63,10 +65,12 @@ class OtelTelemetry:
         resource = process_resource()
         # sampler None: the SDK's, from OTEL_TRACES_SAMPLER[_ARG]
         self._tracer_provider = TracerProvider(resource=resource)
-        self._tracer_provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=signal_url(endpoint, "traces"))))
-        reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=signal_url(endpoint, "metrics")))
-        self._meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+        if exported("traces"):
+            self._tracer_provider.add_span_processor(
+                BatchSpanProcessor(OTLPSpanExporter(endpoint=signal_url(endpoint, "traces"))))
+        readers = [PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=signal_url(endpoint, "metrics")))
+                   ] if exported("metrics") else []
+        self._meter_provider = MeterProvider(resource=resource, metric_readers=readers)
         self.tracer = self._tracer_provider.get_tracer(SCOPE, __version__)
         meter = self._meter_provider.get_meter(SCOPE, __version__)
         self.token_usage = meter.create_histogram(
@@ -108,6 +112,12 @@ class OtelTelemetry:
         self.flush()
         self._tracer_provider.shutdown()
         self._meter_provider.shutdown(timeout_millis=FLUSH_MILLIS)
+
+
+def exported(signal: str) -> bool:
+    """OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER=none turns one signal's export off (a
+    backend that takes traces only, say); any other value is OTLP, the one exporter here."""
+    return os.environ.get(f"OTEL_{signal.upper()}_EXPORTER", "otlp").strip().lower() != "none"
 
 
 def signal_url(endpoint: str | None, signal: str) -> str | None:

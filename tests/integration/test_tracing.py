@@ -356,3 +356,14 @@ def test_each_worker_exports_its_own_and_the_standard_variables_are_honoured(tmp
     assert span.resource["service.name"] == "gateway" and span.resource["deployment.environment.name"] == "test"
     exports = collector.stats.requests
     assert exports and all(export.headers.get("x-collector-key") == "k1" for export in exports)
+
+
+def test_one_signal_can_be_turned_off_as_the_sdk_does(traced, collector, fake, monkeypatch):
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")  # a backend that takes traces only (Jaeger)
+    server = traced()
+    model_id = Client(server.url).model_for(openai_connector(fake))
+    assert raw_request(server.url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
+                       json.dumps(stream_body()).encode()).status == 200
+    client_span(collector, "chat gpt-3.5-turbo")
+    server.app.telemetry.flush()
+    assert collector.stats.metric_exports == 0 and collector.stats.trace_exports > 0
