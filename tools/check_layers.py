@@ -24,7 +24,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("", "errors", "speedups", "logs", "redaction")),
     ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
                                  "config", "endpoints", "connectors", "processing", "processing.*", "painless",
-                                 "painless.*", "ratelimit", "signing", "retry", "usage", "token_counts", "interfaces",
+                                 "painless.*", "ratelimit", "routing", "signing", "retry", "usage", "token_counts", "interfaces",
                                  "model_fields", "javaregex", "percolate", "guardrails")),
     ("fake providers", ("testing", "testing.*")),
     ("state", ("usage_store", "store", "store_postgres", "stores", "credentials", "auth", "cluster", "registry",

@@ -109,9 +109,9 @@ class OpenAIStreamDecoder:
         if self._relay:
             if "usage" in chunk:  # the last chunk, when the client asked for include_usage
                 self._tokens = token_counts(chunk["usage"])
-            choices = chunk.get("choices")
-            if choices and isinstance(choices, list) and isinstance(choices[0], dict) and choices[0].get("finish_reason"):
-                self._finish_reason = choices[0]["finish_reason"]
+            choices = chunk.get("choices")  # the finish reason too, for the call's span
+            if choices and isinstance(choices, list) and isinstance(choices[0], dict):
+                self._finish_reason = choices[0].get("finish_reason") or self._finish_reason
             if self._opening:
                 self._opening = False
                 if _role_only(chunk):

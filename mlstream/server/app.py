@@ -154,7 +154,8 @@ class App:
         self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
         self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
                                    RateLimiter(self.store if shared else None), self.accountant,
-                                   Checks(self.stop_words.percolate, self.ask_guardrail_model), self.telemetry)
+                                   Checks(self.stop_words.percolate, self.ask_guardrail_model),
+                                   resolve=self.registry.resolve, telemetry=self.telemetry)
         # Batch predict jobs at the providers, and the thread that polls them.
         self.batch = BatchJobs(self.registry, self.predictor, self.cluster)
         self.in_flight = InFlight()
@@ -179,8 +180,7 @@ class App:
         """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest
         with these parameters): the answer's ``dataAsMap["response"]``. Its own meter: the
         guardrail model's call is not admitted against, nor recorded for, the caller's key."""
-        model = self.registry.resolve(model_id)
-        result = self.predictor.predict(self.predictor.prepare(model, Ask(parameters), CallMeter()))
+        result = self.predictor.tensors(self.registry.resolve(model_id), Ask(parameters), CallMeter())
         output = result.body["inference_results"][0]["output"][0]
         return output.get("dataAsMap", {}).get("response")
 

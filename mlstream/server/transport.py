@@ -42,7 +42,7 @@ from ..streaming.channel import Channel
 from ..telemetry.hooks import RequestTrace, Telemetry
 from . import responses
 from .routing import Front, Reply, Request, Router, StreamReply
-from .sse_writer import SSEWriter, first_item, stream_head
+from .sse_writer import MODEL_ID_HEADER, SSEWriter, first_item, stream_head
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +234,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._format = responses.PLAIN
             duration = time.monotonic() - started
             self._access.duration_ms = duration * 1000
+            if self._meter is not None:
+                self._access.target = self._meter.target
             host.metrics.http_request(route_label, self.command, self._access.status, duration,
                                        self._access.model_id if request is not None and request.model_resolved
                                        else None, self._front.name)
@@ -314,6 +316,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             request_id = getattr(self, "_request_id", None)
             if request_id:
                 self.send_header("X-Request-Id", request_id)
+            target = self._routed_to()
+            if target is not None:
+                self.send_header(MODEL_ID_HEADER, target)
             if self.close_connection:
                 self.send_header("Connection", "close")
             self.end_headers()
@@ -324,6 +329,11 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         if access is not None:
             access.status = reply.status
             access.bytes_out = len(payload)
+
+    def _routed_to(self) -> str | None:
+        """The target a router model's call went to (served, or last tried), else None."""
+        meter = getattr(self, "_meter", None)
+        return meter.target if meter is not None else None
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The stdlib's own protocol errors (bad request line, headers too long...) as JSON."""
@@ -373,6 +383,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         except BaseException:  # Overloaded: refused before anything started
             host.hangups.unwatch(self.connection)
             host.in_flight.discard(channel)
+            if reply.stream.ended is not None:
+                reply.stream.ended()
             raise
         access = self._access
         writer: SSEWriter | None = None
@@ -398,7 +410,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self.close_connection = True
             gzip = self._format.gzip  # only when asked: then every event is flushed as it goes
             head = stream_head(self.version_string(), self.date_time_string(), self._request_id,
-                               chunked=chunked, close=self.close_connection, gzip=gzip)
+                               chunked=chunked, close=self.close_connection, gzip=gzip, model_id=self._routed_to())
             access.status = 200
             meter = self._meter
 
@@ -434,6 +446,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self._record_call(started, access.status, "client_gone", writer.events if writer is not None else 0,
                                   writer.first_event_seconds if writer is not None else None)
             host.in_flight.discard(channel)
+            if reply.stream.ended is not None:
+                reply.stream.ended()
             if writer is not None and writer.failure is not None:
                 host.metrics.upstream_failure(writer.failure)
             events = writer.events if writer is not None else 0

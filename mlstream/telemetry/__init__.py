@@ -9,9 +9,9 @@
                                  ``ProviderCall``, which reports to it)
     genai                        what a call is in the GenAI conventions' terms (pure)
 
-    HTTP request ──────────── RequestTrace (SERVER span; on the request's CallMeter as ``trace``)
-      └─ provider call ────── CallTrace (CLIENT span, child of the request's; its traceparent is
-                              sent to the provider, injected into every attempt before signing)
+    HTTP request ───── RequestTrace (SERVER span; on the request's CallMeter as ``trace``)
+      └─ provider call ── CallTrace (CLIENT span, child of the request's; its traceparent is
+                          sent to the provider, injected into every attempt before signing)
 
 What each span holds, and how to run with a collector: docs/tracing.md. Only ``otel``
 imports OpenTelemetry.

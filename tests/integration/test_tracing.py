@@ -367,3 +367,29 @@ def test_one_signal_can_be_turned_off_as_the_sdk_does(traced, collector, fake, m
     client_span(collector, "chat gpt-3.5-turbo")
     server.app.telemetry.flush()
     assert collector.stats.metric_exports == 0 and collector.stats.trace_exports > 0
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["predict", "stream"])
+def test_each_target_a_router_tries_is_a_client_span_of_the_one_request(traced, collector, fake, streamed):
+    server = traced()
+    client = Client(server.url)
+    failing = Scenario(status=503).to_model()
+    with FakeOpenAI() as spare:
+        bad = client.register(client.create_connector(openai_connector(fake, model=failing)), name="bad")
+        good = client.register(client.create_connector(openai_connector(spare)), name="good")
+        reply = client.call("POST", "/_plugins/_ml/models/_register?deploy=true", {
+            "name": "router", "function_name": "remote", "routing": {"targets": [bad], "fallbacks": [good]}})
+        router_id = reply.body["model_id"]
+        suffix = "/_predict/stream" if streamed else "/_predict"
+        response = raw_request(server.url, "POST", f"/_plugins/_ml/models/{router_id}{suffix}",
+                               json.dumps(stream_body()).encode(), headers=traceparent())
+        assert response.status == 200, response.body
+        served_traceparent = spare.stats.requests[-1].headers["traceparent"]
+    route = STREAM_ROUTE if streamed else PREDICT_ROUTE
+    spans = spans_of(collector, CALLER_TRACE, route, f"chat {failing}", "chat gpt-3.5-turbo")
+    request, refused, served = spans[route], spans[f"chat {failing}"], spans["chat gpt-3.5-turbo"]
+    assert request.attributes["mlstream.model.id"] == router_id and "error.type" not in request.attributes
+    assert refused.parent_span_id == served.parent_span_id == request.span_id
+    assert refused.attributes["error.type"] == "503" and "error.type" not in served.attributes
+    assert parsed_traceparent(fake.stats.requests[-1].headers["traceparent"])[1] == refused.span_id
+    assert parsed_traceparent(served_traceparent)[1] == served.span_id

@@ -35,7 +35,8 @@ def facts(url: str, body: object = None, dialect: str | None = None, protocol: s
     ("https://api.openai.com/v1/chat/completions", CHAT, "openai/v1/chat/completions", "http", {},
      ("chat", "openai", "gpt-4o", "api.openai.com", 443)),
     ("https://api.openai.com/v1/completions", {"model": "gpt-3.5-turbo-instruct", "prompt": "x"},
-     "openai/v1/completions", "http", {}, ("text_completion", "openai", "gpt-3.5-turbo-instruct", "api.openai.com", 443)),
+     "openai/v1/completions", "http", {},
+     ("text_completion", "openai", "gpt-3.5-turbo-instruct", "api.openai.com", 443)),
     ("https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream",
      {"messages": []}, "bedrock/converse/claude", "aws_sigv4", {"service_name": "bedrock"},
      ("chat", "aws.bedrock", "anthropic.claude-3-haiku-20240307-v1:0", "bedrock-runtime.us-east-1.amazonaws.com", 443)),
@@ -150,7 +151,8 @@ def test_input_messages_of_each_providers_request():
               "contents": [{"role": "user", "parts": [{"text": "hi"}]}, {"role": "model", "parts": [{"text": "yo"}]}]}
     assert genai.input_messages(gemini) == (
         [{"role": "user", "parts": [{"type": "text", "content": "hi"}]},
-         {"role": "assistant", "parts": [{"type": "text", "content": "yo"}]}], [{"type": "text", "content": "be brief"}])
+         {"role": "assistant", "parts": [{"type": "text", "content": "yo"}]}],
+        [{"type": "text", "content": "be brief"}])
     assert genai.input_messages({"prompt": "complete"}) == (
         [{"role": "user", "parts": [{"type": "text", "content": "complete"}]}], [])
     assert genai.input_messages(None) == ([], [])
@@ -167,7 +169,8 @@ def test_output_messages_of_whole_answers_and_of_streams():
         == [{"role": "assistant", "parts": text, "finish_reason": "end_turn"}]
     assert genai.output_messages({"candidates": [{"content": {"parts": [{"text": "hello"}]}}]}) == [
         {"role": "assistant", "parts": text, "finish_reason": "unknown"}]
-    items = [Reasoning("hm"), Delta("hel"), Delta("lo"), Delta({"type": "tool_use", "id": "t", "name": "f", "input": {}})]
+    items = [Reasoning("hm"), Delta("hel"), Delta("lo"),
+             Delta({"type": "tool_use", "id": "t", "name": "f", "input": {}})]
     assert genai.streamed_output(items, Done("tool_use")) == [{"role": "assistant", "parts": [
         {"type": "reasoning", "content": "hm"}, {"type": "text", "content": "hello"},
         {"type": "tool_call", "id": "t", "name": "f", "arguments": {}}], "finish_reason": "tool_use"}]
