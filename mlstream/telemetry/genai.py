@@ -86,11 +86,7 @@ class CallFacts:
 
     def attributes(self) -> dict[str, Any]:
         """The attributes known at the span's start (those a sampler may want)."""
-        attributes: dict[str, Any] = {"gen_ai.operation.name": self.operation,
-                                      "gen_ai.provider.name": self.provider,
-                                      "server.address": self.server_address, "server.port": self.server_port}
-        if self.request_model:
-            attributes["gen_ai.request.model"] = self.request_model
+        attributes = self.metric_attributes()
         if self.stream:
             attributes["gen_ai.request.stream"] = True
         attributes.update(self.settings)

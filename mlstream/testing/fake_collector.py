@@ -131,8 +131,10 @@ class _Handler(FakeHandler):
         stats = self.fake.stats
         stats._record(RecordedExport(path, {name.lower(): value for name, value in self.headers.items()}, len(body)))
         stats._add(bytes_received=len(body), **{"trace_exports" if path == TRACES else "metric_exports": 1})
-        if self.fake.decode:
-            stats._received(*(_decode_spans(body) if path == TRACES else ([], _decode_points(body))))
+        if self.fake.decode and path == TRACES:
+            stats._received(_decode_spans(body), [])
+        elif self.fake.decode:
+            stats._received([], _decode_points(body))
         # An empty Export*ServiceResponse: nothing rejected.
         self._answer(200, b"", "application/x-protobuf")
 
@@ -153,7 +155,7 @@ class FakeCollector(FakeServer):
         super().__init__(host=host, port=port, stats=CollectorStats())
 
 
-def _decode_spans(body: bytes) -> tuple[list[ReceivedSpan], list[ReceivedPoint]]:
+def _decode_spans(body: bytes) -> list[ReceivedSpan]:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     request = ExportTraceServiceRequest()
@@ -169,7 +171,7 @@ def _decode_spans(body: bytes) -> tuple[list[ReceivedSpan], list[ReceivedPoint]]
                     tuple((event.name, _attributes(event.attributes)) for event in span.events),
                     _STATUS.get(span.status.code, str(span.status.code)), span.status.message, resource,
                     scope_spans.scope.name, span.start_time_unix_nano, span.end_time_unix_nano))
-    return spans, []
+    return spans
 
 
 def _decode_points(body: bytes) -> list[ReceivedPoint]:
