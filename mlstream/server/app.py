@@ -11,6 +11,7 @@
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
      +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
      +-- stop_words (StopWordIndices): what guardrails percolate
+     +-- telemetry (None, or OtelTelemetry: spans and GenAI metrics over OTLP, docs/tracing.md)
 
 Shutdown (``Server.stop``): stop accepting and close the listening socket, let
 requests in flight (streams included) finish until the drain deadline, cancel the
