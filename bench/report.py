@@ -466,6 +466,11 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", f"Load generator: one thread, {gen.get('runs', 0)} runs, CPU {gen.get('cpu_seconds', 0):.1f} s "
                       f"over {gen.get('wall_seconds', 0):.1f} s of load ({gen.get('share', 0) * 100:.0f} % of one core "
                       f"on average, busiest run {gen.get('busiest_share', 0) * 100:.0f} %: {gen.get('busiest_label', '')})."]
+    otel = results.get("otel")
+    if otel:
+        lines.append(f"Tracing on: every mlstream server exported to a collector on loopback "
+                     f"({otel.get('trace_exports', 0)} span exports, {otel.get('metric_exports', 0)} metric exports, "
+                     f"{otel.get('bytes_received', 0) / 1e6:.1f} MB).")
     idle = results.get("idle", {})
     if idle:
         lines.append(f"Main mlstream server: idle RSS {idle.get('rss_kb', 0) / 1024:.1f} MB "

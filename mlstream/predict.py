@@ -48,6 +48,7 @@ from .streaming.channel import Channel
 from .streaming.pool import StreamPool
 from .providers.base import StreamDecoder
 from .streaming.reader import start_stream
+from .telemetry.hooks import RequestTrace, Telemetry
 from .token_counts import TokenCounts, answer_tokens
 from .usage import UsageRecord, cost_of
 from .upstream import ProviderCall, UpstreamClient
@@ -115,6 +116,7 @@ class CallMeter:
     recorded: bool = False
     router: str | None = None           # the router model the client named, when it did
     target: str | None = None           # then the target serving (or last tried)
+    trace: RequestTrace | None = None   # the request's span (tracing on): its provider calls' parent
 
     def usage(self, *, route: str, status: int, outcome: str, relayed: int, first_token_ms: float | None,
               duration_ms: float) -> UsageRecord | None:
@@ -219,7 +221,7 @@ class Predictor:
                  accountant: Accountant | None = None,
                  guardrail_checks: Checks | None = None,
                  resolve: Callable[[str], AnyModel] | None = None,
-                 router_health: RouterHealth | None = None) -> None:
+                 router_health: RouterHealth | None = None, telemetry: Telemetry | None = None) -> None:
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
@@ -230,6 +232,7 @@ class Predictor:
         self._guardrail_checks = guardrail_checks  # what a model's guardrails read and ask
         self._resolve = resolve  # a router's targets, by id (the registry's); None: no routers
         self._health = router_health or RouterHealth()
+        self._telemetry = telemetry  # a span per provider call; None: tracing is off
         # Runs the extra upstream requests of a predict call split into several (the
         # handler's own thread runs one share); threads start only when first needed.
         self._fanout = ThreadPoolExecutor(max_workers=server.stream_workers,
@@ -337,7 +340,7 @@ class Predictor:
         """A prepared request's non-stream answer: the provider's body."""
         try:
             payload = self._exchange(prepared.model.connector, prepared.request,
-                                     prepared.model.guardrails)[1]
+                                     prepared.model.guardrails, prepared)[1]
         except UpstreamError as error:
             self._metrics.upstream_failure(error)
             raise
@@ -349,7 +352,7 @@ class Predictor:
         calls, connector, guardrails = prepared.calls, prepared.model.connector, prepared.model.guardrails
         count_tokens = prepared.meter is not None
         if len(calls) == 1:
-            return [self._answer(connector, calls[0], count_tokens, guardrails)]
+            return [self._answer(connector, calls[0], count_tokens, guardrails, prepared)]
         lanes = min(len(calls), connector.client_config.max_connection, MAX_FANOUT)
         answers: list[_Answer | None] = [None] * len(calls)
         failed = threading.Event()
@@ -360,7 +363,7 @@ class Predictor:
                 if failed.is_set():
                     return
                 try:
-                    answers[index] = self._answer(connector, calls[index], count_tokens, guardrails)
+                    answers[index] = self._answer(connector, calls[index], count_tokens, guardrails, prepared)
                 except BaseException:
                     failed.set()
                     raise
@@ -386,19 +389,19 @@ class Predictor:
         return [answer for answer in answers if answer is not None]
 
     def _answer(self, connector: Connector, call: UpstreamCall, count_tokens: bool,
-                guardrails: Guardrails | None) -> _Answer:
+                guardrails: Guardrails | None, prepared: Prepared) -> _Answer:
         sent = time.monotonic()
-        status, payload = self._exchange(connector, call.request, guardrails)
+        status, payload = self._exchange(connector, call.request, guardrails, prepared)
         done = time.monotonic()
         output = _output(connector.action("predict").post_process_function, payload, call.parameters)
         tokens = answer_tokens(payload) if count_tokens else None
         return _Answer({"output": output, "status_code": status}, status, sent, done, tokens)
 
     def _exchange(self, connector: Connector, request: UpstreamRequest,
-                  guardrails: Guardrails | None = None) -> tuple[int, bytes]:
+                  guardrails: Guardrails | None = None, prepared: Prepared | None = None) -> tuple[int, bytes]:
         """One non-stream upstream call: the provider's 2xx status and body, or its error
         raised; the model's output guardrail checks the body (ml-commons' processOutput)."""
-        call = self._call(request, connector)
+        call = self._call(request, connector, prepared)
         response = call.open(_wait_uninterrupted)
         payload = call.read_body(response)
         if response.status >= 300:
@@ -435,7 +438,8 @@ class Predictor:
         """Prepare relaying the model's answer: its channel, and the call that starts it.
         ``start()`` raises Overloaded when the pool is full."""
         channel = Channel(self._server.stream_queue_chunks)
-        return PendingStream(channel, partial(start_stream, self._pool, channel, *self.stream_call(prepared, kind),
+        return PendingStream(channel, partial(start_stream, self._pool, channel,
+                                              *self.stream_call(prepared, kind, channel),
                                               self._server.client_stall_timeout))
 
     # --- any model, a router included --------------------------------------------------
@@ -481,17 +485,23 @@ class Predictor:
         attempts = self._attempts(model, bind, meter, True)
         prepared, bound = attempts.first()
         channel = Channel(self._server.stream_queue_chunks)
-        reroute = _Reroute(self, attempts)
-        return PendingStream(channel, partial(start_stream, self._pool, channel, *self.stream_call(prepared, bound.kind),
+        reroute = _Reroute(self, attempts, channel)
+        return PendingStream(channel, partial(start_stream, self._pool, channel,
+                                              *self.stream_call(prepared, bound.kind, channel),
                                               self._server.client_stall_timeout, reroute), attempts.release)
 
-    def stream_call(self, prepared: Prepared, kind: StreamKind) -> tuple[ProviderCall, StreamDecoder]:
+    def stream_call(self, prepared: Prepared, kind: StreamKind,
+                    channel: Channel) -> tuple[ProviderCall, StreamDecoder]:
         dialect = prepared.dialect
         if not prepared.stream or dialect is None:
             raise TypeError("a stream call needs a call prepared with stream=True")
         connector = prepared.model.connector
-        return (self._call(dialect.stream_request(prepared.request, connector, prepared.parameters), connector),
-                dialect.new_decoder(kind))
+        call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters), connector,
+                          prepared)
+        decoder = dialect.new_decoder(kind)
+        if call.trace is not None:  # the span sees the stream's first chunk and its end
+            decoder = call.trace.relaying(decoder, channel)
+        return call, decoder
 
     def _attempts(self, router: RouterModel, bind: Bind, meter: CallMeter, stream: bool) -> "_Attempts":
         """A router's call begun: its own rate limit and the key's admission taken once."""
@@ -503,10 +513,15 @@ class Predictor:
         meter.router = router.model_id
         return _Attempts(self, router, bind, meter, stream, self._resolve)
 
-    def _call(self, request: UpstreamRequest, connector: Connector) -> ProviderCall:
+    def _call(self, request: UpstreamRequest, connector: Connector, prepared: Prepared | None = None) -> ProviderCall:
+        trace = None
+        if self._telemetry is not None and prepared is not None:
+            trace = self._telemetry.provider_call(
+                request, connector, dialect=prepared.dialect.name if prepared.dialect is not None else None,
+                parent=prepared.meter.trace if prepared.meter is not None else None, stream=prepared.stream)
         return ProviderCall(self._upstream, request, connector,
                             allow_private=self._cluster.endpoint_policy.allow_private,
-                            on_retry=self._metrics.upstream_retry)
+                            on_retry=self._metrics.upstream_retry, trace=trace)
 
 
 def check_one_api(model: AnyModel) -> None:
@@ -624,9 +639,10 @@ class _Attempts:
 class _Reroute:
     """``reader.Reroute`` for a router's stream: the next target's call and decoder."""
 
-    def __init__(self, predictor: Predictor, attempts: _Attempts) -> None:
+    def __init__(self, predictor: Predictor, attempts: _Attempts, channel: Channel) -> None:
         self._predictor = predictor
         self._attempts = attempts
+        self._channel = channel
 
     def after(self, error: MLStreamError) -> tuple[ProviderCall, StreamDecoder] | MLStreamError:
         self._attempts.release()
@@ -638,7 +654,7 @@ class _Reroute:
         if isinstance(following, MLStreamError):
             return following
         prepared, bound = following
-        return self._predictor.stream_call(prepared, bound.kind)
+        return self._predictor.stream_call(prepared, bound.kind, self._channel)
 
     def opened(self) -> None:
         self._attempts.succeeded()

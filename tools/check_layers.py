@@ -29,7 +29,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("fake providers", ("testing", "testing.*")),
     ("state", ("usage_store", "store", "store_postgres", "stores", "credentials", "auth", "cluster", "registry",
                "model_ttl", "metrics", "usage_recorder", "controllers", "budgets", "stopwords")),
-    ("providers", ("aws_credentials", "upstream", "providers", "providers.*")),
+    ("providers", ("aws_credentials", "upstream", "providers", "providers.*", "telemetry", "telemetry.*")),
     ("streaming core", ("streaming", "streaming.*")),
     ("predictor", ("predict", "batch")),
     ("HTTP transport", ("server", "server.routing", "server.responses", "server.sse_writer", "server.deadlines",

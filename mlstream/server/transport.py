@@ -39,6 +39,7 @@ from ..providers.events import Done, Failure, StreamItem
 from ..settings import ServerSettings
 from ..store import Store
 from ..streaming.channel import Channel
+from ..telemetry.hooks import RequestTrace, Telemetry
 from . import responses
 from .routing import Front, Reply, Request, Router, StreamReply
 from .sse_writer import MODEL_ID_HEADER, SSEWriter, first_item, stream_head
@@ -85,6 +86,7 @@ class Host(Protocol):
     hangups: Watcher
     store: Store
     accountant: Accountant
+    telemetry: Telemetry | None  # None: tracing off
 
 
 _date: tuple[int, str] = (0, "")  # (second, its Date header value)
@@ -175,6 +177,12 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         # OpenSearch's router ignores a trailing slash (clients send ".../_predict/").
         path = (parts.path.rstrip("/") or "/") if parts.path.endswith("/") else parts.path
         self._access = AccessRecord(self.client_address[0], self.command, path, self._request_id)
+        telemetry = host.telemetry
+        trace: RequestTrace | None = None
+        if telemetry is not None:  # the request's SERVER span, continuing the caller's traceparent
+            trace = telemetry.server_request(self.command, path, self.headers, self.client_address[0],
+                                             "http" if host.settings.tls_cert is None else "https", self._request_id)
+        self._trace = trace
         route_label = self._route_label = "unmatched"
         request: Request | None = None
         self._meter: CallMeter | None = None
@@ -189,13 +197,15 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             route_label, self._front = route.template, route.front
             self._route_label = route_label
             self._access.model_id = params.get("model_id")
+            if trace is not None:
+                trace.routed(route_label, self._access.model_id)
             key = None
             if route.role != "public":
                 key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
                                                       api_key=self.headers.get("x-api-key"),
                                                       from_script=from_script(self.headers.get(SCRIPT_HEADER[0])))
             check_content_type(self.headers.get("Content-Type"), self._declares_body(), route.raw_body)
-            self._meter = CallMeter(key, self._request_id)
+            self._meter = CallMeter(key, self._request_id, trace=trace)
             body = self._read_body()
             request = Request(self.command, path, query, body if route.raw_body else parse_json_body(body),
                               params, started, self._request_id, self._access, self.connection, key=key,
@@ -230,6 +240,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                                        self._access.model_id if request is not None and request.model_resolved
                                        else None, self._front.name)
             self._access.emit()
+            if trace is not None:
+                trace.end(self._access.status)
             host.in_flight.end_request()
 
     def _record_call(self, started: float, status: int, outcome: str, relayed: int = 0,
@@ -441,6 +453,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             events = writer.events if writer is not None else 0
             first = writer.first_event_seconds if writer is not None else None
             host.metrics.stream_finished(outcome, events, first, self._front.name)
+            if self._trace is not None:
+                self._trace.stream_ended(outcome, writer.failure if writer is not None else None)
             if outcome != "refused":
                 access.bytes_out = writer.bytes_out if writer is not None else 0
                 access.events = events
