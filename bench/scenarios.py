@@ -64,6 +64,7 @@ class Config:
     slow_streams: int = 1000
     slow_chunks: int = 50
     slow_delay_ms: int = 100
+    slow_ramp: float = 1.0            # seconds over which the slow streams are started
     capacity_levels: tuple[int, ...] = (40, 60, 80, 100, 120, 140, 160, 180, 200, 240, 280, 320, 400, 480, 560,
                                         640, 800, 1000)
     capacity_chunks: int = 100
@@ -94,17 +95,23 @@ class Config:
     embedding_docs: tuple[int, ...] = (1, 16, 256)
     openai_concurrency: tuple[int, ...] = (1, 16)   # scenario 10: relay levels through both fronts
     embedding_pairs: int = 200
+    post_process_docs: int = 256      # documents of the answer profiled in-process and of script_vs_builtin
+    post_process_repeat: int = 5      # the profile's steps: best of this many (the per-float loops: of 2)
 
     @classmethod
     def of(cls, quick: bool) -> "Config":
         """The full run's sizes, or the smoke run's (the same method, smaller and shorter)."""
         if not quick:
             return cls(quick=False, rounds=3, warmup=0.5, trial_seconds=2.5)
-        return cls(quick=True, rounds=1, warmup=0.2, trial_seconds=0.8, latency_pairs=100,
-                   slow_streams=200, slow_chunks=20, capacity_levels=(40, 160), capacity_chunks=25,
-                   backpressure_chunks=12_000, backpressure_pause=1.0, cancel_samples=10,
-                   cancel_silent_samples=0, admission_probes=60, admission_fill_chunks=15, churn_seconds=10.0,
-                   embedding_pairs=20, latency_client_pairs=60)
+        # Each code path once, at the smallest size that still takes it: one concurrency level
+        # per relay (16: its goals' level), a capacity step up, a backpressure answer longer than
+        # the TCP buffers of both hops, every kind of churn client more than once.
+        return cls(quick=True, rounds=1, warmup=0.1, trial_seconds=0.3, throughput_concurrency=(16,),
+                   latency_pairs=20, latency_client_pairs=10, slow_streams=50, slow_chunks=10, slow_ramp=0.25,
+                   capacity_levels=(20, 40), capacity_chunks=10, backpressure_chunks=12_000,
+                   backpressure_pause=1.0, cancel_samples=4, cancel_silent_samples=0, admission_probes=30,
+                   admission_fill_chunks=10, churn_seconds=4.0, embedding_pairs=5, openai_concurrency=(16,),
+                   post_process_docs=16, post_process_repeat=1)
 
 
 @dataclass
@@ -509,7 +516,7 @@ def slow_streams(env: Env) -> dict[str, Any]:
         cap_pair = env.pair(cap_model, max_connection=workers, server=server, admin=admin)
         time.sleep(0.2)
         idle = server.sample()
-        ramp = 1.0
+        ramp = cfg.slow_ramp
         runs: dict[str, Any] = {}
         for side in SIDES:
             runs[side] = _slow_run(env, pair, side, n, cfg.slow_chunks, cfg.slow_delay_ms, ramp, server, admin,
@@ -1325,7 +1332,6 @@ def _mean(values: Any) -> float | None:
 # =========================================================================== 8. embedding _predict
 
 EMBEDDING_DIMENSIONS = 1536      # the fake's default, as text-embedding-ada-002's
-POST_PROFILE_DOCS = 256
 
 
 def embedding_predict(env: Env) -> dict[str, Any]:
@@ -1375,8 +1381,8 @@ def embedding_predict(env: Env) -> dict[str, Any]:
         entry["response_bytes"] = {side: result.responses[side][0].nbytes if result.responses[side] else None
                                    for side in SIDES}
         out["docs"][str(n)] = entry
-    out["script_vs_builtin"] = script_vs_builtin(env, model_id, POST_PROFILE_DOCS)
-    out["post_process_profile"] = post_process_profile(POST_PROFILE_DOCS)
+    out["script_vs_builtin"] = script_vs_builtin(env, model_id, cfg.post_process_docs)
+    out["post_process_profile"] = post_process_profile(cfg.post_process_docs, cfg.post_process_repeat)
     return out
 
 
@@ -1453,7 +1459,8 @@ def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
     _, painless_run_printed = best(lambda: script.run(answer))
     # the tutorial's loop over every float (semantic_search_with_byte_quantized_vector.md)
     floats_payload = speedups.dumps_json({"embeddings": {"float": [item["embedding"] for item in answer["data"]]}})
-    loop_tensors, loop = best(lambda: processing.post_process_script(QUANTIZED_POST, {}, floats_payload), 2)
+    loops = min(2, repeat)
+    loop_tensors, loop = best(lambda: processing.post_process_script(QUANTIZED_POST, {}, floats_payload), loops)
     if [len(t["data"]) for t in loop_tensors] != [EMBEDDING_DIMENSIONS] * n:
         raise RuntimeError("the per-float Painless script's tensors have the wrong shape")
     # the same loop run by the closures (the interpreter the translation replaced), and
@@ -1461,11 +1468,11 @@ def post_process_profile(n: int, repeat: int = 5) -> dict[str, Any]:
     floats = speedups.loads_json(floats_payload)
     loop_script = compile_script(QUANTIZED_POST)
     closures = Script(QUANTIZED_POST, compile_program(parse(QUANTIZED_POST), BUILTINS))
-    _, loop_run = best(lambda: loop_script.run(floats), 2)
+    _, loop_run = best(lambda: loop_script.run(floats), loops)
     _, loop_run_closures = best(lambda: closures.run(floats), 1)
     ints = [[(i * 31 + j) % 256 - 128 for j in range(EMBEDDING_DIMENSIONS)] for i in range(n)]
     int8_payload = speedups.dumps_json({"embeddings": {"int8": ints}})
-    int8_tensors, int8_loop = best(lambda: processing.post_process_script(QUANTIZED_POST, {}, int8_payload), 2)
+    int8_tensors, int8_loop = best(lambda: processing.post_process_script(QUANTIZED_POST, {}, int8_payload), loops)
     if int8_tensors[-1]["data"] != ints[-1]:
         raise RuntimeError("the per-number Painless script's int8 tensors differ from the answer")
     return {"docs": n, "dimensions": EMBEDDING_DIMENSIONS, "upstream_bytes": len(payload), "answer_bytes": len(encoded),

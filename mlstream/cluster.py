@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from .endpoints import EndpointPolicy
@@ -46,6 +47,13 @@ class ClusterSettings:
         self._persistent = store.get_settings()
         self._transient: dict[str, Any] = {}
         self._policy = self._build_policy(self._persistent, self._transient)
+        self._listeners: list[tuple[str, Callable[[], None]]] = []
+
+    def on_update(self, key: str, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after an update through this process sets or resets ``key``
+        (OpenSearch's addSettingsUpdateConsumer). Another process's change is only read, at
+        the next ``value``: it calls nothing here."""
+        self._listeners.append((key, callback))
 
     def value(self, key: str) -> Any:
         self._follow_store()
@@ -116,6 +124,10 @@ class ClusterSettings:
             policy = self._build_policy(persistent, transient)
             with self._lock:
                 self._persistent, self._transient, self._policy = persistent, transient, policy
+        changed = changes["persistent"].keys() | changes["transient"].keys()
+        for key, callback in self._listeners:
+            if key in changed:
+                callback()
         # As OpenSearch answers: what was set; a reset (null) is not echoed.
         return {"acknowledged": True,
                 **{section: _nest({k: v for k, v in values.items() if v is not None})

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import uuid
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -125,6 +126,8 @@ class PostgresStore(Store):
         self._own_backends: set[int] = set()
         self._listening = threading.Event()
         self._closing = threading.Event()
+        # A channel of this store's own: close() NOTIFYs it to end the listener's wait at once.
+        self._wake_channel = f"mlstream_wake_{uuid.uuid4().hex}"
         self._pool = ConnectionPool(url, min_size=1, max_size=POOL_SIZE, timeout=POOL_TIMEOUT, open=False,
                                     name="mlstream-store", check=ConnectionPool.check_connection,
                                     kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT,
@@ -238,8 +241,22 @@ class PostgresStore(Store):
     def close(self) -> None:
         self._closing.set()
         if self._listener.is_alive():
+            self._wake_listener()
             self._listener.join(LISTEN_CHECK_SECONDS + CONNECT_TIMEOUT + 1)
         self._pool.close()
+
+    def _wake_listener(self) -> None:
+        """End the listener's wait for notifications now rather than at its next liveness
+        check. Only while it listens: cut off, it waits on ``_closing`` (set) or connects."""
+        from psycopg_pool import PoolTimeout
+
+        if not self._listening.is_set():
+            return
+        try:
+            with self._pool.connection(timeout=LISTEN_CHECK_SECONDS) as conn:
+                conn.execute("SELECT pg_notify(%s, '')", (self._wake_channel,))
+        except (self._psycopg.Error, PoolTimeout):
+            pass  # the database just went away: the listener's next check sees that
 
     # --- helpers ---------------------------------------------------------------
 
@@ -296,6 +313,7 @@ class PostgresStore(Store):
                 with self._psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                            **_KEEPALIVES) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(f"LISTEN {self._wake_channel}")
                     self._bump()  # whatever changed while nobody listened is reloaded
                     if lost:
                         log.info("the PostgreSQL store is reachable again")
@@ -303,6 +321,8 @@ class PostgresStore(Store):
                     delay, lost = 0.1, False
                     while not self._closing.is_set():
                         for notice in conn.notifies(timeout=LISTEN_CHECK_SECONDS):
+                            if notice.channel == self._wake_channel:
+                                break  # close() is waiting
                             self._bump(notice.pid)
                         conn.execute("SELECT 1")  # a dead connection raises here
             except self._psycopg.Error as exc:

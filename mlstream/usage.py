@@ -195,7 +195,9 @@ def parse_time(value: str, name: str) -> int:
 
 def parse_usage_query(params: Mapping[str, str], now_ms: int, *, records: bool = False) -> UsageQuery:
     """The query of a usage request's URL parameters (strings, as a query string gives them)."""
-    to_ms = parse_time(params["to"], "to") if params.get("to") else now_ms
+    # [to] is excluded: without it, up to now with this millisecond's records (a call just
+    # answered is in the usage asked for right after it)
+    to_ms = parse_time(params["to"], "to") if params.get("to") else now_ms + 1
     from_ms = parse_time(params["from"], "from") if params.get("from") else to_ms - DEFAULT_WINDOW_MS
     if from_ms >= to_ms:
         raise BadRequest(f"[from] must be before [to], got {iso_ms(from_ms)} and {iso_ms(to_ms)}")

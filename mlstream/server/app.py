@@ -140,6 +140,7 @@ class App:
         self.registry = Registry(self.store, codec, lambda: self.cluster.endpoint_policy,
                                  lambda: bool(self.cluster.value(AUTO_DEPLOY)), **({"clock": clock} if clock else {}))
         self.reaper = ModelReaper(self.registry, lambda: int(self.cluster.value(SYNC_UP_INTERVAL))).start()
+        self.cluster.on_update(SYNC_UP_INTERVAL, self.reaper.reschedule)
         self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
         self.upstream = UpstreamClient()
         self.metrics = Metrics(self.pool)

@@ -40,6 +40,7 @@ WIDE = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 MARKUP = '<img src=x onerror="window.__pwned=1">'
 UI_TIMEOUT_MS = 15_000
+OVERVIEW_INTERVAL_MS = 2000  # page-overview.js: INTERVAL_MS, its scrape timer
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is in the test extras")
 
@@ -323,6 +324,7 @@ def test_create_a_connector_and_a_model_from_a_blueprint_deploy_undeploy_delete(
 def test_the_playground_streams_tokens_as_they_come_and_stop_cancels_upstream(page, setup: Setup) -> None:
     slow = Scenario(chunks=30, delay_ms=120)
     model_id = setup.model("playground slow", slow)
+    fast = setup.model("playground fast", Scenario(chunks=30))  # the same answer, at once
     endless = setup.model("playground endless", Scenario(chunks=500, delay_ms=100))
     sign_in(page, setup, hash_="#playground")
     page.wait_for_selector(f"#play-model option[value='{model_id}']", state="attached")
@@ -355,29 +357,39 @@ def test_the_playground_streams_tokens_as_they_come_and_stop_cancels_upstream(pa
     assert setup.fake.stats.streams_completed == completed
     assert page.is_enabled("#play-send") and page.is_disabled("#play-stop")
 
-    # through the OpenAI front too
-    page.select_option("#play-model", model_id)
+    # through the OpenAI front too (the pacing was proven above: the same answer at once here)
+    page.select_option("#play-model", fast)
     page.select_option("#play-api", "openai")
     page.click("#play-send")
     wait_text(page, "#play-state", "^done", timeout=20)
     assert page.text_content("#play-output") == answer
 
 
+def next_scrape(page: Any) -> None:
+    """The overview's next scrape of /metrics, now: the page's clock (Playwright's, paused)
+    moved on by one interval of its timer, and the answer awaited."""
+    with page.expect_response(lambda response: response.url.endswith("/metrics")):
+        page.clock.run_for(OVERVIEW_INTERVAL_MS)
+
+
 def test_the_overview_shows_the_server_and_live_charts(page, setup: Setup) -> None:
     fast = setup.model("overview traffic", Scenario(chunks=3, first_delay_ms=30))
     user = client_with(setup.url, bearer(setup.user_key))
+    page.clock.install()
     sign_in(page, setup)
     wait_text(page, "#ov-uptime", r"\d+s")
+    page.clock.pause_at(int(page.evaluate("Date.now()")) + 100)  # from here the test says when a scrape comes
     assert page.text_content("#ov-processes") == "1"
     assert page.text_content("#ov-stream-workers") == str(setup.server.app.pool.workers)
     assert page.text_content("#ov-ready") == "Ready: taking traffic"
+    next_scrape(page)
     page.wait_for_selector("#ov-rps-chart path.line", state="attached")  # two scrapes make a rate
     for round_ in range(5):  # traffic over a few scrapes, so the charts have a course to show
         for _ in range(round_ % 3 + 1):
             reply = user.call("POST", f"/_plugins/_ml/models/{fast}/_predict/stream",
                               {"parameters": {"messages": [{"role": "user", "content": "hi"}]}})
             assert reply.status == 200
-        page.wait_for_timeout(1500)
+        next_scrape(page)
     # the streams' first tokens, as quantiles over the last minute
     page.wait_for_selector("#ov-ttft-chart path.line[data-series=p95]", state="attached", timeout=10_000)
     label = page.get_attribute("#ov-ttft-chart svg", "aria-label")

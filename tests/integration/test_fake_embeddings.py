@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 import openai
+from botocore.config import Config
 import pytest
 import urllib3
 
@@ -31,8 +32,8 @@ def bedrock() -> Iterator[FakeBedrock]:
         yield fake
 
 
-def aws(fake: FakeBedrock, service: str) -> Any:
-    return boto3.client(service, region_name=fake.region, endpoint_url=fake.url,
+def aws(fake: FakeBedrock, service: str, config: Config | None = None) -> Any:
+    return boto3.client(service, region_name=fake.region, endpoint_url=fake.url, config=config,
                         aws_access_key_id=fake.access_key, aws_secret_access_key=fake.secret_key)
 
 
@@ -161,11 +162,13 @@ def test_boto3_invoke_model_cohere_and_nova(bedrock: FakeBedrock) -> None:
 
 
 def test_boto3_invoke_model_faults(bedrock: FakeBedrock) -> None:
-    client = aws(bedrock, "bedrock-runtime")
+    # one attempt: botocore's backoff between retries of a throttled call is its own business
+    client = aws(bedrock, "bedrock-runtime", Config(retries={"total_max_attempts": 1}))
     client.meta.events.register("before-send.*", lambda request, **_: request.headers.__setitem__(
         "X-Fake-Throttle", "http"))
     with pytest.raises(client.exceptions.ThrottlingException):
         client.invoke_model(modelId="amazon.titan-embed-text-v1", body=json.dumps({"inputText": "x"}))
+    assert len(bedrock.stats.requests) == 1
     with pytest.raises(aws(bedrock, "bedrock-runtime").exceptions.ValidationException):
         invoke(bedrock, "amazon.titan-embed-text-v1", {"text": "no inputText"})
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from mlstream import store_postgres
 from mlstream.credentials import open_codec
 from mlstream.errors import CredentialError, StoreError
 from mlstream.settings import MASTER_KEY_ENV
@@ -186,7 +187,9 @@ def test_credentials_reach_the_database_sealed(postgres_url: str, tmp_path: Path
     assert "sk-very-secret" not in dump and "v1:" in dump
 
 
-def test_an_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:
+def test_an_unreachable_database_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the pool tries again until 2 x CONNECT_TIMEOUT; 1 s (libpq takes whole seconds) is as clear
+    monkeypatch.setattr(store_postgres, "CONNECT_TIMEOUT", 1)
     url = f"postgresql://nobody@/none?host={tmp_path}"  # a socket directory with no server
     with pytest.raises(StoreError, match="unreachable") as caught:
         PostgresStore(url)

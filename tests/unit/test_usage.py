@@ -93,8 +93,8 @@ def test_budget_periods_are_utc_calendar_periods(period, now, start, end):
 # --- the query ---------------------------------------------------------------------------------
 
 def test_the_query_defaults_to_the_last_24_hours():
-    query = parse_usage_query({}, 100_000_000_000)
-    assert (query.from_ms, query.to_ms) == (100_000_000_000 - 86_400_000, 100_000_000_000)
+    query = parse_usage_query({}, 100_000_000_000)  # up to now, this millisecond included
+    assert (query.from_ms, query.to_ms) == (100_000_000_001 - 86_400_000, 100_000_000_001)
     assert query.group_by == () and query.key_name is None
 
 
