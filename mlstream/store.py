@@ -9,6 +9,7 @@ the clear.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import sqlite3
@@ -29,6 +30,12 @@ log = logging.getLogger(__name__)
 KINDS = ("connector", "model", "task", "apikey", "meta", "model_group")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
 BUSY_TIMEOUT = 10.0
+# Taken (flock, exclusive) by every process while it opens and migrates a data
+# directory's databases: switching a new file to WAL needs an exclusive lock that
+# SQLite's busy handler does not wait for when two connections both hold a shared
+# one ("database is locked" at once), so two processes starting together
+# (``serve --workers``) take turns here instead. Held for the set-up only.
+SETUP_LOCK_FILENAME = ".mlstream-setup.lock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,28 +135,35 @@ class SQLiteStore(Store):
         # Each thread's change counter inside one_counter_reading (active, value).
         self._pinned = threading.local()
         try:
-            self._db = self._connect()
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            for kind in KINDS:
-                self._db.execute(
-                    f"CREATE TABLE IF NOT EXISTS {kind} ("
-                    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-                    " id TEXT NOT NULL UNIQUE, doc TEXT NOT NULL, secret TEXT)")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            # A second connection for reads outside a transaction. Its data_version also
-            # moves when the write connection commits, so the change counter sees this
-            # process's writes as well as other processes'.
-            self._read_db = self._connect()
-            self._buckets_db = sqlite3.connect(data_dir / self.BUCKETS_FILENAME, check_same_thread=False,
-                                               isolation_level=None, timeout=BUSY_TIMEOUT)
-            self._buckets_db.execute("PRAGMA journal_mode=WAL")
-            self._buckets_db.execute("PRAGMA synchronous=OFF")  # buckets need no durability
-            self._buckets_db.execute("CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY,"
-                                     " tokens REAL NOT NULL, updated REAL NOT NULL)")
+            with _setup_lock(data_dir):
+                self._open()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+
+    def _open(self) -> None:
+        """Open both databases, in WAL mode, and create what is missing (under the set-up lock)."""
+        self._db = self._connect()
+        # WAL is a property of the file: once set, every later open finds it, and
+        # asking again (a write of the header) is skipped.
+        _ensure_wal(self._db)
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        for kind in KINDS:
+            self._db.execute(
+                f"CREATE TABLE IF NOT EXISTS {kind} ("
+                " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " id TEXT NOT NULL UNIQUE, doc TEXT NOT NULL, secret TEXT)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        # A second connection for reads outside a transaction. Its data_version also
+        # moves when the write connection commits, so the change counter sees this
+        # process's writes as well as other processes'.
+        self._read_db = self._connect()
+        self._buckets_db = sqlite3.connect(self.path.parent / self.BUCKETS_FILENAME, check_same_thread=False,
+                                           isolation_level=None, timeout=BUSY_TIMEOUT)
+        _ensure_wal(self._buckets_db)
+        self._buckets_db.execute("PRAGMA synchronous=OFF")  # buckets need no durability
+        self._buckets_db.execute("CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY,"
+                                 " tokens REAL NOT NULL, updated REAL NOT NULL)")
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
@@ -280,6 +294,21 @@ class SQLiteStore(Store):
             return self._db.execute(sql, params)
         except sqlite3.Error as exc:
             raise StoreError(f"store operation failed: {exc}") from exc
+
+
+@contextmanager
+def _setup_lock(data_dir: Path) -> Iterator[None]:
+    """Exclusive among processes opening ``data_dir`` (see SETUP_LOCK_FILENAME). A
+    blocking flock: the kernel wakes the waiter when the holder closes the file,
+    which it does at the end of the set-up, or by dying."""
+    with open(data_dir / SETUP_LOCK_FILENAME, "ab") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def _ensure_wal(db: sqlite3.Connection) -> None:
+    if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        db.execute("PRAGMA journal_mode=WAL")
 
 
 def _table(kind: str) -> str:
