@@ -7,9 +7,12 @@ spreads new connections over the workers' own listening sockets, so no accept lo
 ever blocks on a connection another worker took. The supervisor holds the port
 (bound, never listening) so it stays theirs across restarts.
 
-The supervisor prints the ``listening`` line once every worker is up, restarts a
-worker that dies (with a log line), and forwards SIGTERM/SIGINT so every worker
-drains and exits; it exits 0 when they all did.
+The supervisor creates and migrates the store (and the master key) once, before any
+worker starts, so workers starting together never race to create the same files. It
+prints the ``listening`` line once every worker is up, restarts a worker that dies
+(with a log line; one that dies before the deployment was first up is started again
+at most ``START_ATTEMPTS`` times in all, then the start-up has failed), and forwards
+SIGTERM/SIGINT so every worker drains and exits; it exits 0 when they all did.
 
 Workers share a private directory with the supervisor: ``workers`` there says how
 many are up (``/readyz`` fails while one is missing), and each worker answers on
@@ -43,6 +46,10 @@ DIR_ENV = "MLSTREAM_WORKER_DIR"
 PORT_ENV = "MLSTREAM_WORKER_PORT"
 # A slot is restarted at most this often, so a worker that dies at start cannot spin.
 RESTART_INTERVAL = 1.0
+# Before the deployment is first up, a slot whose worker exits is started this many
+# times in all: once or twice is a transient (a file another process held), every
+# time is a configuration problem (a bad flag, a refused start) that more would repeat.
+START_ATTEMPTS = 3
 # How long /metrics waits for a sibling's metrics before leaving it out.
 PEER_TIMEOUT = 1.0
 STATUS_FILE = "workers"
@@ -137,7 +144,9 @@ class _Worker:
     slot: int
     process: subprocess.Popen
     started: float
+    attempt: int = 1       # starts of this slot in a row that ended before it was up, plus this one
     up: bool = False
+    came_up: bool = False  # printed its listening line at some point
 
 
 class Supervisor:
@@ -171,6 +180,7 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
         try:
+            prepare_state(self.settings)
             for slot in range(self.count):
                 self._start(slot)
             announced = startup_failed = False
@@ -182,13 +192,10 @@ class Supervisor:
                 self._wake.clear()
                 if self._stop.is_set():
                     break
-                if not announced and self._any_dead():
-                    # Dying before the deployment was ever up is a configuration problem
-                    # (a bad flag, a refused start): restarting would only repeat it.
-                    log.error("a worker exited during start-up; stopping the others")
+                if not self._replace_dead(starting=not announced):
+                    log.error("a worker exited during start-up %d times; stopping the others", START_ATTEMPTS)
                     startup_failed = True
                     break
-                self._replace_dead()
                 up = self._write_status()
                 if up == self.count and not announced:
                     announced = True
@@ -211,13 +218,13 @@ class Supervisor:
             return [sys.executable, *self._argv]
         return [sys.executable, "-m", "mlstream", *self._argv]
 
-    def _start(self, slot: int) -> None:
+    def _start(self, slot: int, attempt: int = 1) -> None:
         env = dict(os.environ, **{SLOT_ENV: str(slot), DIR_ENV: str(self._directory), PORT_ENV: str(self.port)})
         # The worker's stdin is a pipe only the supervisor holds: at its end (the supervisor
         # died, even by SIGKILL) the worker shuts down instead of serving on unsupervised.
         process = subprocess.Popen(self._command(), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    text=True)
-        worker = _Worker(slot, process, time.monotonic())
+        worker = _Worker(slot, process, time.monotonic(), attempt)
         with self._lock:
             self._workers[slot] = worker
         threading.Thread(target=self._watch, args=(worker,), name=f"mlstream-watch-{slot}", daemon=True).start()
@@ -228,7 +235,7 @@ class Supervisor:
         line = worker.process.stdout.readline()
         if line.startswith("mlstream listening on"):
             with self._lock:
-                worker.up = True
+                worker.up = worker.came_up = True
             self._wake.set()
         worker.process.stdout.read()  # nothing more is printed; returns at exit
         worker.process.wait()
@@ -236,21 +243,28 @@ class Supervisor:
             worker.up = False
         self._wake.set()
 
-    def _any_dead(self) -> bool:
-        with self._lock:
-            return any(worker.process.poll() is not None for worker in self._workers.values())
-
-    def _replace_dead(self) -> None:
+    def _replace_dead(self, *, starting: bool) -> bool:
+        """Start a new worker in each dead one's slot; False (none started) when, ``starting``
+        (the deployment was never up yet), a slot has used its START_ATTEMPTS."""
         with self._lock:
             dead = [w for w in self._workers.values() if w.process.poll() is not None]
+            came_up = {w.slot: w.came_up for w in dead}
+        if starting and any(not came_up[w.slot] and w.attempt >= START_ATTEMPTS for w in dead):
+            return False
         for worker in dead:
             code = worker.process.returncode
             how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-            log.warning("worker %d (pid %d) %s; starting a new one", worker.slot, worker.process.pid, how)
+            attempt = 1 if came_up[worker.slot] else worker.attempt + 1
+            if came_up[worker.slot]:
+                log.warning("worker %d (pid %d) %s; starting a new one", worker.slot, worker.process.pid, how)
+            else:
+                log.warning("worker %d (pid %d) %s during start-up; starting it again (attempt %d of %d)",
+                            worker.slot, worker.process.pid, how, attempt, START_ATTEMPTS)
             wait = RESTART_INTERVAL - (time.monotonic() - worker.started)
             if wait > 0 and self._stop.wait(wait):
-                return
-            self._start(worker.slot)
+                return True
+            self._start(worker.slot, attempt)
+        return True
 
     def _write_status(self) -> int:
         with self._lock:
@@ -280,6 +294,23 @@ class Supervisor:
                 code = worker.process.wait()
             failed += code != 0
         return 0 if not failed else 1
+
+
+def prepare_state(settings: ServerSettings) -> None:
+    """Create and migrate the store, the master key and the cluster's identity, once,
+    before any worker starts: each worker then only opens what exists. A store that
+    cannot be opened (a wrong master key, a database that refuses us) fails here, with
+    its own message, before any worker is started."""
+    from ..cluster import cluster_uuid
+    from ..credentials import open_codec
+    from ..stores import open_store
+
+    store = open_store(settings.store, settings.data_dir)
+    try:
+        open_codec(store, settings.data_dir)
+        cluster_uuid(store)
+    finally:
+        store.close()
 
 
 # A Unix socket's path must fit in sockaddr_un (108 bytes on Linux, less elsewhere).
