@@ -116,6 +116,10 @@ class BodyRelay:
         self._stall = stall_timeout
         self._response = response
         self._read: Any = None  # set once the headers were accepted and Started put
+        # The worker's reader: every chunk that has arrived in one read. Made at the
+        # worker's first read, after the writer's thread last read (and peeked, through
+        # http.client: body_ready) the body its own way.
+        self._bulk_read: Any = None
         self._first = True      # the next item is the stream's first after Started
         self._completed = False
         # Items decoded on the writer's thread that did not fit: that thread must never
@@ -170,7 +174,12 @@ class BodyRelay:
             items, data = self._pending, self._pending_data
             self._pending = []
         else:
-            data = self._read(READ_SIZE)
+            if here:
+                data = self._read(READ_SIZE)
+            else:
+                if self._bulk_read is None:
+                    self._bulk_read = self._call.bulk_body_reader(self._response)
+                data = self._bulk_read(READ_SIZE)
             items = self._decoder.feed(data) if data else self._decoder.finish()
         for index, item in enumerate(items):
             if isinstance(item, Failure):  # the provider's words, inside a 2xx stream
