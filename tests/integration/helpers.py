@@ -136,7 +136,7 @@ def stream_channel(server) -> Channel:
 
 def held_in_channel(channel: Channel) -> int:
     """Items put by the reader and not yet taken by the writer (white-box)."""
-    return channel._items.qsize()
+    return channel.held
 
 
 def poll_until(predicate, timeout: float, interval: float = 0.01) -> bool:
