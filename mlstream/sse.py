@@ -169,12 +169,24 @@ class SSEDecoder:
         they came, which may not be valid UTF-8 (``feed`` would have replaced what is
         not): a caller that needs text decodes it with ``errors="replace"``.
         """
-        if (self._pending or self._in_event or self._skip_lf or not self._bom_checked
-                or b"\r" in chunk):
+        if self._skip_lf or not self._bom_checked or b"\r" in chunk:
             return [_data_bytes(event) for event in self.feed(chunk)]
+        out: list[bytes] = []
+        if self._pending or self._in_event:
+            # The event under way (a read often ends inside one) ends at the first blank
+            # line: the first "\n\n" here, since what is pending holds no line break, or
+            # a leading "\n" when a whole line of it is already in. ``feed`` finishes it.
+            if not self._pending and chunk[:1] == b"\n":
+                cut = 1
+            else:
+                end = chunk.find(b"\n\n")
+                if end < 0:  # it does not end here
+                    return [_data_bytes(event) for event in self.feed(chunk)]
+                cut = end + 2
+            out = [_data_bytes(event) for event in self.feed(chunk[:cut])]
+            chunk = chunk[cut:]
         blocks = chunk.split(b"\n\n")
         rest = blocks.pop()
-        out: list[bytes] = []
         for block in blocks:
             if block[:6] == b"data: " and b"\n" not in block:
                 if len(block) > self.MAX_LINE_BYTES:
@@ -184,7 +196,11 @@ class SSEDecoder:
                 out.append(block[6:])
                 self._event, self._retry = b"", None  # as a dispatch leaves them
             elif block:
-                out.extend(_data_bytes(event) for event in self._process(block.split(b"\n") + [b""]))
+                lines = block.split(b"\n")
+                if len(block) > self.MAX_LINE_BYTES and max(map(len, lines)) > self.MAX_LINE_BYTES:
+                    raise ProtocolError(f"SSE line longer than {self.MAX_LINE_BYTES} bytes")
+                lines.append(b"")  # the blank line that ended it
+                out.extend(_data_bytes(event) for event in self._process(lines))
             else:
                 self._event = b""  # a blank line with no event: as _process does
         if rest:
