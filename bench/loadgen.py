@@ -772,7 +772,8 @@ class AlternateResult:
 
 
 def alternate(targets: dict[str, tuple[tuple[str, int], Request]], pairs: int, *, pause: float = 0.0,
-              warmup: int = 10, timeout: float = 120.0) -> AlternateResult:
+              warmup: int = 10, timeout: float = 120.0, runs: int = 1, parse_events: bool = False
+              ) -> AlternateResult:
     """One client, concurrency 1: the same request to each target in turn, ``pairs`` times.
 
     What a client sees, with the two targets measured in the same conditions:
@@ -784,6 +785,12 @@ def alternate(targets: dict[str, tuple[tuple[str, int], Request]], pairs: int, *
     starts from the state the other target's request left the machine in.
     ``t_write`` is taken just before the request is written; ``t_text`` when the
     ``recv`` that completed the first event with non-empty content returned.
+    ``runs`` > 1: each turn asks the same target ``runs`` times in a row (``pause``
+    before each) and records only the last, so a recorded request follows the same
+    server's previous answer (what it left behind is on this request's path), as for
+    a client that only talks to one of them. ``parse_events``: every SSE event's JSON
+    is decoded as it arrives, as a client library does (the client's own CPU then
+    competes with the server's, as it does on a real client's machine).
     Bounded: the run stops at ``timeout`` (remaining responses are not sent).
     """
     cpu0 = time.thread_time()
@@ -795,14 +802,16 @@ def alternate(targets: dict[str, tuple[tuple[str, int], Request]], pairs: int, *
     try:
         for name in order:
             for _ in range(warmup):
-                _exchange(conns, name, targets[name], deadline)
+                _exchange(conns, name, targets[name], deadline, parse_events)
         for i in range(pairs):
             if time.monotonic() >= deadline:
                 break
             for name in (order if i % 2 == 0 else order[::-1]):
-                if pause > 0:
-                    time.sleep(pause)
-                out[name].append(_exchange(conns, name, targets[name], deadline))
+                for _ in range(runs):
+                    if pause > 0:
+                        time.sleep(pause)
+                    response = _exchange(conns, name, targets[name], deadline, parse_events)
+                out[name].append(response)
     finally:
         for sock in conns.values():
             if sock is not None:
@@ -811,7 +820,7 @@ def alternate(targets: dict[str, tuple[tuple[str, int], Request]], pairs: int, *
 
 
 def _exchange(conns: dict[str, socket.socket | None], name: str, target: tuple[tuple[str, int], Request],
-              deadline: float) -> Response:
+              deadline: float, parse_events: bool = False) -> Response:
     """One request and its whole answer on ``conns[name]`` (connecting if needed; once
     anew if a kept-alive connection turns out closed before any byte of the answer)."""
     address, request = target
@@ -823,7 +832,8 @@ def _exchange(conns: dict[str, socket.socket | None], name: str, target: tuple[t
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conns[name] = sock
         now = time.monotonic()
-        response = Response(request, now)
+        response = Response(request, now, keep_body=parse_events)
+        parser = _EventParser() if parse_events else None
         response.t_write = now
         try:
             sock.sendall(request.payload)
@@ -847,6 +857,8 @@ def _exchange(conns: dict[str, socket.socket | None], name: str, target: tuple[t
                 response.eof(now)
                 break
             response.feed(data, now)
+            if parser is not None and response.body is not None:
+                parser.parse(response.body)
         if response.rest and response.error is None:
             response.error = "bytes after the end of the response"
         if not response.keep_alive or not response.ok:
@@ -856,6 +868,23 @@ def _exchange(conns: dict[str, socket.socket | None], name: str, target: tuple[t
             continue  # the server had closed the idle connection: as HTTP clients do, once more
         return response
     raise AssertionError("unreachable")
+
+
+class _EventParser:
+    """A client library's share of the work: every complete SSE event's data decoded as JSON
+    (``[DONE]`` and comments skipped) as soon as it is in the body."""
+
+    __slots__ = ("_at",)
+
+    def __init__(self) -> None:
+        self._at = 0
+
+    def parse(self, body: bytearray) -> None:
+        while (end := body.find(b"\n\n", self._at)) >= 0:
+            for line in bytes(body[self._at:end]).split(b"\n"):
+                if line.startswith(b"data:") and line[5:].strip() != b"[DONE]":
+                    json.loads(line[5:])
+            self._at = end + 2
 
 
 # --------------------------------------------------------------------------- figures

@@ -57,6 +57,11 @@ class Config:
     latency_chunks: int = 10
     latency_pairs: int = 600          # concurrency 1: requests per side, direct and mlstream alternated
     latency_pause_ms: float = 10.0    # before each of them (servers idle in between, as for a real client)
+    # scenario 2's client-realistic runs: every SSE event parsed, each recorded request
+    # after the same server's previous answer (back to back or paused), long and short answers
+    latency_long_chunks: int = 200
+    latency_short_chunks: int = 5
+    latency_client_pairs: int = 300
     slow_streams: int = 1000
     slow_chunks: int = 50
     slow_delay_ms: int = 100
@@ -100,7 +105,7 @@ class Config:
                    slow_streams=200, slow_chunks=20, capacity_levels=(40, 160), capacity_chunks=25,
                    backpressure_chunks=12_000, backpressure_pause=1.0, cancel_samples=10,
                    cancel_silent_samples=0, admission_probes=60, admission_fill_chunks=15, churn_seconds=10.0,
-                   embedding_pairs=20)
+                   embedding_pairs=20, latency_client_pairs=60)
 
 
 @dataclass
@@ -313,6 +318,7 @@ def added_latency(env: Env) -> dict[str, Any]:
         env.generator_runs.append({"label": f"latency {key}", "wall": round(result.wall, 3),
                                    "cpu": round(result.cpu, 3)})
         out[key] = _alternated(result.responses, kind == "stream", pause_ms)
+    out["client"] = _client_runs(env)
     for kind, pair in pairs.items():
         def trial(side: str, pair: Pair = pair, kind: str = kind) -> dict[str, Any]:
             addr, req = pair.addresses[side], pair.requests[side]
@@ -342,6 +348,30 @@ def added_latency(env: Env) -> dict[str, Any]:
                    f"{cfg.latency_pause_ms:g} ms pause before each request (back_to_back: none); added = "
                    "mlstream - direct, pair by pair. c=64: closed loop, the first "
                    f"{cfg.warmup} s left out.")
+    return out
+
+
+def _client_runs(env: Env) -> dict[str, Any]:
+    """First token as a client that talks to one server sees it: every SSE event parsed,
+    and each recorded request right after the same server's previous answer (two in a
+    row per turn, the second recorded; the two servers still alternate turn by turn),
+    so whatever a stream leaves behind lies on the next one's path. Long (200-chunk)
+    and short (5-chunk) answers back to back, and long ones ``latency_pause_ms`` apart."""
+    cfg = env.cfg
+    out: dict[str, Any] = {"pairs": cfg.latency_client_pairs, "runs": 2, "parse_events": True}
+    plans = [("long_back_to_back", cfg.latency_long_chunks, 0.0),
+             ("short_back_to_back", cfg.latency_short_chunks, 0.0),
+             ("long_paused", cfg.latency_long_chunks, cfg.latency_pause_ms)]
+    for key, chunks, pause_ms in plans:
+        model = f"gpt-fake?chunks={chunks}"
+        pair = env.pair(model, max_connection=4)
+        preflight(env, pair, chunks)
+        targets = {side: (pair.addresses[side], pair.requests[side]) for side in SIDES}
+        result = alternate(targets, cfg.latency_client_pairs, pause=pause_ms / 1000, warmup=10, timeout=300,
+                           runs=2, parse_events=True)
+        env.generator_runs.append({"label": f"latency client {key}", "wall": round(result.wall, 3),
+                                   "cpu": round(result.cpu, 3)})
+        out[key] = {"model": model, **_alternated(result.responses, True, pause_ms)}
     return out
 
 
