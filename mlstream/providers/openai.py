@@ -88,12 +88,14 @@ class OpenAIStreamDecoder:
     def _on_event(self, data: bytes) -> StreamItem | None:
         if data == _DONE_MARKER:
             return Done(self._finish_reason, self._usage)
+        text: str | bytes = data
         try:
             chunk = loads_json(data)  # the event's bytes: no decoding to text first
         except ValueError:
             # Maybe JSON once bytes that are not UTF-8 are replaced, as SSE text decoding does.
+            text = data.decode("utf-8", "replace")
             try:
-                chunk = loads_json(data.decode("utf-8", "replace"))
+                chunk = loads_json(text)
             except ValueError:
                 return Failure(UpstreamError("the provider sent a stream event that is not JSON"))
         if not isinstance(chunk, dict):
@@ -101,7 +103,8 @@ class OpenAIStreamDecoder:
         if chunk.get("error") is not None:
             return Failure(UpstreamError(f"the provider failed mid-stream: {_error_message(chunk['error'])}"))
         if self._relay:
-            text = data.decode("utf-8", "replace")  # the text SSE decoding gives
+            # Relayed as it came: bytes that decoded as JSON are valid UTF-8, so they are
+            # the very bytes that decoding them to text and encoding it again would give.
             if self._opening:
                 self._opening = False
                 if _role_only(chunk):
