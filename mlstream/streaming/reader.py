@@ -153,7 +153,17 @@ class BodyRelay:
 
     def close(self) -> None:
         self._channel.detach_upstream()
-        self._call.finish(self._response, reusable=self._completed and not self._channel.cancelled)
+        reusable = self._completed and not self._channel.cancelled
+        if reusable and self._bulk_read is not None:
+            # What follows [DONE] (the last chunk, often in a later packet) is read by the
+            # reader that knows where the chunk framing stands; http.client's own state
+            # stopped where the worker took over, so its drain must find the body ended.
+            try:
+                while self._bulk_read(READ_SIZE):
+                    pass
+            except MLStreamError:
+                reusable = False
+        self._call.finish(self._response, reusable=reusable)
 
     def _begin(self) -> bool:
         channel, response = self._channel, self._response
