@@ -250,5 +250,8 @@ def test_relay_decoder_holds_the_role_chunk_until_the_next_item():
 
 def test_relay_decoder_gives_bytes_that_are_not_utf8_as_the_text_sse_decoding_gives():
     bad = b'{"choices":[{"index":0,"delta":{"content":"a\xffb"}}]}'
-    items = OpenAIStreamDecoder(chat=True, relay=True).feed(b"data: " + bad + b"\n\n")
-    assert items == [Chunk(bad.decode("utf-8", "replace"))]
+    decoder = OpenAIStreamDecoder(chat=True, relay=True)
+    for feed in (b"data: " + sse(TOKEN)[6:], b"data: " + bad + b"\n\n"):  # the first feed, then the fast path
+        *_, item = decoder.feed(feed)
+    data = item.data
+    assert (data if isinstance(data, bytes) else data.encode()) == bad.decode("utf-8", "replace").encode()
