@@ -36,7 +36,7 @@ from http.client import HTTPMessage
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import (BadRequest, HeadersTooLarge, NotImplementedCoding, PayloadTooLarge, TrailersTooLarge,
+from .errors import (BadRequest, HeadersTooLarge, NotImplementedCoding, PayloadTooLarge, ProtocolError, TrailersTooLarge,
                      UnsupportedMediaType, VersionNotSupported)
 
 # Content codings undone on one request body: each may inflate up to the body limit, so
@@ -531,3 +531,84 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
         if coding in qualities:
             return qualities[coding] > 0
     return False
+
+
+class ChunkedBody:
+    """A chunked response body (RFC 9112 7.1) fed as it arrives, in pieces of any size.
+
+    ``feed`` returns the data of every chunk the bytes complete or continue, as one
+    bytes (often empty: only framing arrived); ``done`` turns true once the last chunk
+    and its trailer section are in. Pure: the reader of a provider's stream takes
+    every chunk that has arrived in one read this way, where http.client's ``read1``
+    returns one chunk per call (and a provider sends one event per chunk).
+
+    Size lines are read as http.client reads them (``int(size, 16)`` of what precedes
+    a ``;``), so the same bodies are accepted. ``ProtocolError`` for a size that is not
+    a number, a chunk not followed by CRLF, or a line or trailer section past the
+    limits of request bodies (``MAX_CHUNK_LINE``, ``MAX_TRAILER_BYTES``).
+    """
+
+    __slots__ = ("_buffer", "_left", "_crlf", "_trailers", "_trailer_bytes", "done")
+
+    def __init__(self, chunk_left: int | None = None) -> None:
+        # ``chunk_left`` is the state a reader that went before left, in http.client's
+        # terms: None at a size line, 0 after a chunk's data (its CRLF still to come),
+        # n > 0 inside a chunk with n data bytes to come.
+        self._buffer = b""
+        self._left = chunk_left or 0          # data bytes of the current chunk still to come
+        self._crlf = chunk_left is not None   # the current chunk's CRLF is still to come
+        self._trailers = False
+        self._trailer_bytes = 0
+        self.done = False
+
+    def feed(self, data: bytes) -> bytes:
+        if self.done:
+            return b""
+        buf = self._buffer + data if self._buffer else data
+        end_of_buf = len(buf)
+        parts: list[bytes] = []
+        pos = 0
+        while pos < end_of_buf:
+            if self._left:
+                take = min(self._left, end_of_buf - pos)
+                parts.append(buf[pos:pos + take])
+                pos += take
+                self._left -= take
+                continue
+            if self._crlf:
+                if end_of_buf - pos < 2:
+                    break
+                if buf[pos:pos + 2] != b"\r\n":
+                    raise ProtocolError("a chunk of the body is not followed by CRLF")
+                pos += 2
+                self._crlf = False
+                continue
+            line_end = buf.find(b"\n", pos)
+            if line_end < 0:
+                if end_of_buf - pos > MAX_CHUNK_LINE:
+                    raise ProtocolError(f"a chunk size line longer than {MAX_CHUNK_LINE} bytes")
+                break
+            line = buf[pos:line_end]
+            pos = line_end + 1
+            if self._trailers:
+                if line in (b"", b"\r"):
+                    self.done = True
+                    break
+                self._trailer_bytes += len(line) + 1
+                if self._trailer_bytes > MAX_TRAILER_BYTES:
+                    raise ProtocolError(f"chunked trailers longer than {MAX_TRAILER_BYTES} bytes")
+                continue
+            if len(line) > MAX_CHUNK_LINE:
+                raise ProtocolError(f"a chunk size line longer than {MAX_CHUNK_LINE} bytes")
+            try:
+                size = int(line.split(b";", 1)[0], 16)
+            except ValueError:
+                raise ProtocolError("a chunk size that is not a hexadecimal number") from None
+            if size < 0:
+                raise ProtocolError("a negative chunk size")
+            if size == 0:
+                self._trailers = True
+            else:
+                self._left, self._crlf = size, True
+        self._buffer = buf[pos:] if pos < end_of_buf and not self.done else b""
+        return parts[0] if len(parts) == 1 else b"".join(parts)

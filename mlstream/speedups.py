@@ -12,6 +12,12 @@ internal it relies on.
 - ``escape_json_string``: ``json.encoder.encode_basestring``, json's C string
   escaper, is ``json.dumps(text)`` without its per-call setup; it runs once per
   relayed token.
+- ``chunked_read``: a chunked body read straight off http.client's buffered reader
+  (``response._fp.fp``), every chunk that has arrived decoded in one pass
+  (``framing.ChunkedBody``). http.client's ``read1`` returns one chunk per call, and
+  a provider sends each event as its own chunk: a read, a decode and a hand-over per
+  token where one per burst does. At the end of the body http.client's response is
+  closed as its own reader closes it, so urllib3 gives the connection back to its pool.
 - ``body_ready``: whether a response's body has bytes to read at once, buffered with
   its head by http.client's reader (``response._fp.fp``) or waiting in the kernel (a
   non-blocking ``peek``: the socket's timeout set to 0 for it), or within a short wait
@@ -35,6 +41,7 @@ command line sets them once at start-up (``cli.tune_process``).
 from __future__ import annotations
 
 import _thread
+import http.client
 import json
 import select
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
@@ -87,6 +94,35 @@ def raw_read1(response: Any) -> Callable[[int], bytes]:
     if encoding == "identity" and raw is not None and hasattr(raw, "read1"):
         return raw.read1
     return response.read1
+
+
+def chunked_read(response: Any, new_body: Callable[[int | None], Any]) -> Callable[[int], bytes] | None:
+    """``read(size)``: the data of every chunk of ``response``'s chunked body that has
+    arrived (waiting for one if none has), b"" at its end; None when the body is not
+    an identity-coded chunked one read by http.client. Takes over from http.client's
+    reader wherever it stopped (its ``chunk_left``, given to ``new_body``: a
+    ``framing.ChunkedBody``); nothing may read the body through http.client afterwards."""
+    encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+    inner = getattr(response, "_fp", None)
+    reader = getattr(inner, "fp", None)
+    if (encoding != "identity" or not getattr(inner, "chunked", False) or reader is None
+            or not hasattr(reader, "read1") or not hasattr(inner, "_close_conn")):
+        return None
+    body = new_body(inner.chunk_left)
+
+    def read(size: int) -> bytes:
+        while not body.done:
+            data = reader.read1(size)
+            if not data:
+                raise http.client.IncompleteRead(b"")  # as http.client's read1 says it
+            payload = body.feed(data)
+            if body.done:
+                inner._close_conn()  # http.client's own end of a body: the socket stays the pool's
+            if payload:
+                return payload
+        return b""
+
+    return read
 
 
 def body_ready(response: Any, wait: float = 0.0) -> bool:

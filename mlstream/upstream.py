@@ -39,11 +39,11 @@ from .aws_credentials import AwsCredentials
 from .connectors import ClientConfig, Connector, UpstreamRequest
 from .endpoints import is_private, private_host_message
 from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamOverloaded, UpstreamTimeout
-from .framing import MAX_HEAD_LINE, HeadLines, host_field, request_head
+from .framing import MAX_HEAD_LINE, ChunkedBody, HeadLines, host_field, request_head
 from .redaction import redact
 from .retry import RetryPolicy, parse_retry_after, send_with_retries
 from .signing import sign_request
-from .speedups import raw_read1
+from .speedups import chunked_read, raw_read1
 
 # A guard for secrets, so set wherever this client is loaded, not only by the command
 # line: urllib3 logs each request's URL at DEBUG, and a connector URL may carry a key
@@ -325,6 +325,25 @@ class ProviderCall:
         def read(size: int) -> bytes:
             try:
                 return read1(size)
+            except Exception as exc:
+                raise translate_error(exc, url) from exc
+
+        return read
+
+    def bulk_body_reader(self, response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
+        """As ``body_reader``, but every chunk that has arrived of a chunked body in one
+        read (``speedups.chunked_read``); from its first call on, the body is read only
+        through it (``speedups.body_ready`` no longer applies)."""
+        read_chunks = chunked_read(response, ChunkedBody)
+        if read_chunks is None:
+            return self.body_reader(response)
+        url = self.url
+
+        def read(size: int) -> bytes:
+            try:
+                return read_chunks(size)
+            except MLStreamError:
+                raise
             except Exception as exc:
                 raise translate_error(exc, url) from exc
 

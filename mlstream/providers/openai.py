@@ -15,7 +15,7 @@ from .common import count as _count, encode_body as _encode_body, json_object_bo
 from .base import StreamKind
 from .events import Chunk, Delta, Done, Failure, StreamItem
 
-_DONE_MARKER = "[DONE]"
+_DONE_MARKER = b"[DONE]"
 # The usage the stream's final event carries: OpenAI's own names, as its non-stream
 # answer has them (nested details and any other field are not relayed).
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -72,8 +72,8 @@ class OpenAIStreamDecoder:
 
     def feed(self, data: bytes) -> list[StreamItem]:
         items: list[StreamItem] = []
-        for event in self._sse.feed(data):
-            item = self._on_event(event.data)
+        for event in self._sse.feed_data(data):
+            item = self._on_event(event)
             if item is not None:
                 if self._held is not None and not isinstance(item, Failure):
                     items.append(self._held)
@@ -90,13 +90,19 @@ class OpenAIStreamDecoder:
         self._ended = True
         return [Failure(UpstreamError("the provider ended the stream before [DONE]"))]
 
-    def _on_event(self, data: str) -> StreamItem | None:
+    def _on_event(self, data: bytes) -> StreamItem | None:
         if data == _DONE_MARKER:
             return Done(self._finish_reason, self._usage, self._tokens)
+        text: str | bytes = data
         try:
-            chunk = loads_json(data)
+            chunk = loads_json(data)  # the event's bytes: no decoding to text first
         except ValueError:
-            return Failure(UpstreamError("the provider sent a stream event that is not JSON"))
+            # Maybe JSON once bytes that are not UTF-8 are replaced, as SSE text decoding does.
+            text = data.decode("utf-8", "replace")
+            try:
+                chunk = loads_json(text)
+            except ValueError:
+                return Failure(UpstreamError("the provider sent a stream event that is not JSON"))
         if not isinstance(chunk, dict):
             return Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))
         if chunk.get("error") is not None:
@@ -104,12 +110,14 @@ class OpenAIStreamDecoder:
         if self._relay:
             if "usage" in chunk:  # the last chunk, when the client asked for include_usage
                 self._tokens = token_counts(chunk["usage"])
+            # Relayed as it came: bytes that decoded as JSON are valid UTF-8, so they are
+            # the very bytes that decoding them to text and encoding it again would give.
             if self._opening:
                 self._opening = False
                 if _role_only(chunk):
-                    self._held = Chunk(data)
+                    self._held = Chunk(text)
                     return None
-            return Chunk(data)
+            return Chunk(text)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = {name: _count(usage.get(name)) for name in USAGE_FIELDS}
