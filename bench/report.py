@@ -376,6 +376,17 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
             d, m = relayed[front]["direct"], relayed[front]["mlstream"]
             rows.append(("11 Messages, Responses", f"{relayed['provider']} {front} chunks/s, c={relayed['concurrency']}",
                          fmt(d["chunks_per_s"]), fmt(m["chunks_per_s"]), _ratio(m["chunks_per_s"], d["chunks_per_s"])))
+    for c, level in (_get(s, "router", "relay") or {}).items():
+        for side in ("plain", "router"):
+            d, m = level[side]["direct"], level[side]["mlstream"]
+            rows.append(("12 router", f"{side} chunks/s, c={c}", fmt(d["chunks_per_s"]), fmt(m["chunks_per_s"]),
+                         _ratio(m["chunks_per_s"], d["chunks_per_s"])))
+    for name, what in (("first_token_c1", "first token"), ("whole_c1", "non-stream")):
+        figures = _get(s, "router", name)
+        if figures:
+            for side in ("plain", "router"):
+                rows.append(("12 router", f"{side} {what}, c=1 p50 (ms)", fmt(figures["direct"]["ms"]["p50"], digits=3),
+                             fmt(figures[side]["ms"]["p50"], digits=3), _plus(figures[side]["added_ms"]["p50"])))
     emb = s.get("embedding_predict")
     if emb and "docs" in emb:
         for n, e in emb["docs"].items():

@@ -53,6 +53,11 @@ BLOCKED_DYNAMIC_HEADERS = frozenset({
 _HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 MAX_HEADER_BYTES = 8192
 MAX_HEADERS_BYTES = 65536
+# ConnectorUtils.SKIP_VALIDATE_MISSING_PARAMETERS: a parameter (the connector's or the
+# request's) that lets the payload keep placeholders nothing filled, as RemoteConnectorExecutor
+# skips validatePayload (Boolean.parseBoolean: "true" in any case). Only the payload: the URL
+# and headers are checked as ever.
+SKIP_VALIDATING_MISSING_PARAMETERS = "skip_validating_missing_parameters"
 # ConnectorUtils.java BEDROCK_NOVA_MODEL: the model whose null modality sections are dropped.
 BEDROCK_NOVA_MODEL = "amazon.nova-2-multimodal-embeddings-v1:0"
 
@@ -158,9 +163,7 @@ def parse_connector(doc: Any, *, where: str = "connector") -> Connector:
     if protocol not in PROTOCOLS:
         raise BadRequest(f"[protocol] must be one of {', '.join(PROTOCOLS)}, got [{protocol}]")
     description = _string(doc, "description", where)
-    version = doc.get("version")
-    if version is not None and not isinstance(version, (str, int, float)):
-        raise BadRequest(f"[version] must be a string or a number in {where}")
+    version = _version_text(doc.get("version"), where)
     parameters = _object(doc, "parameters", where)
     credential = _object(doc, "credential", where)
     for key, value in credential.items():
@@ -228,13 +231,33 @@ def render_request(connector: Connector, parameters: Mapping[str, Any],
     _check_filled_headers(headers)
     body = None
     if action.request_body is not None:
-        text = templating.render_json_body(action.request_body, parameters, connector.credential)
+        text = templating.render_json_body(action.request_body, parameters, connector.credential,
+                                           keep_missing=skips_missing_parameters(parameters))
         if action.supports_structured_output:
             text = inject_structured_output(text, parameters)
         if parameters.get("model") == BEDROCK_NOVA_MODEL:
             text = clean_nova_request(text)
         body = text.encode("utf-8")
     return UpstreamRequest(method=action.method, url=url, headers=headers, body=body)
+
+
+def skips_missing_parameters(parameters: Mapping[str, Any]) -> bool:
+    """``Boolean.parseBoolean(parameters.getOrDefault(SKIP_VALIDATE_MISSING_PARAMETERS, "false"))``;
+    a JSON true counts too (ml-commons reads every parameter as text)."""
+    value = parameters.get(SKIP_VALIDATING_MISSING_PARAMETERS)
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def _version_text(value: Any, where: str) -> str | None:
+    """A connector's ``version`` as ml-commons stores it: the text of what was sent
+    (``MLCreateConnectorInput.parse``: ``parser.text()``), so 1 comes back as "1"."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    raise BadRequest(f"[version] must be a string or a number in {where}")
 
 
 def _check_filled_headers(headers: Mapping[str, str]) -> None:

@@ -13,13 +13,22 @@ translated where they enter our code, keeping the original as ``__cause__``.
      |    +-- JsonPathError             400 (a response filter that is not JSONPath)
      |    +-- PathNotFound              400 (a JSONPath naming nothing in the document)
      |    +-- ScriptError               400 script_exception (a Painless process function: syntax,
-     |                                      unsupported construct, runtime error, budget exceeded)
+     |    |                                 unsupported construct, runtime error, budget exceeded)
+     |    +-- InterfaceRefused          400 status_exception (a model interface's JSON Schema)
+     |    +-- InvalidField              400 (one named field; OpenAI's error body names it)
+     |    +-- GuardrailTriggered        400 (a model's guardrail refused the input or the output)
+     |    +-- InvalidIndexName          400 invalid_index_name_exception (stop-word indices)
+     |    +-- IndexExists               400 resource_already_exists_exception
+     |    +-- MapperParsing             400 mapper_parsing_exception (a stop-word document)
      +-- Unauthorized                   401 security_exception
      +-- Forbidden                      403 security_exception
      +-- NotFound                       404 resource_not_found_exception
+     |    +-- ModelNotFound             404 model_not_found (by id or name, on the OpenAI front)
+     |    +-- IndexNotFound             404 index_not_found_exception (no record of the kind yet; a stop-word index)
      +-- MethodNotAllowed               405 method_not_allowed_exception
      +-- RequestTimeout                 408 timeout_exception (the request head was too slow)
      +-- Conflict                       409 status_exception
+     |    +-- VersionConflict           409 version_conflict_engine_exception (a stop-word document)
      +-- PayloadTooLarge                413 content_too_long_exception
      +-- URITooLong                     414 too_long_http_line_exception
      +-- UnsupportedMediaType           415 media_type_header_exception
@@ -97,6 +106,13 @@ class ScriptError(BadRequest):
     error_type = "script_exception"
 
 
+class InterfaceRefused(BadRequest):
+    """A model's ``interface`` JSON Schema refused a prediction's input or output
+    (ml-commons answers it as a 400 ``OpenSearchStatusException``)."""
+
+    error_type = "status_exception"
+
+
 class InvalidField(BadRequest):
     """One field of a request cannot be taken; ``param`` names it (OpenAI's error body says which)."""
 
@@ -124,6 +140,14 @@ class ModelNotFound(NotFound):
     """A model named by id or name that no deployed model (or more than one) answers to."""
 
     error_type = "model_not_found"
+
+
+class IndexNotFound(NotFound):
+    """What OpenSearch answers when a route reads a kind of record none was ever stored of
+    (ml-commons' system index does not exist yet), or a stop-word index that does not exist:
+    ``no such index [...]``."""
+
+    error_type = "index_not_found_exception"
 
 
 class MethodNotAllowed(MLStreamError):
@@ -290,3 +314,24 @@ class ProtocolError(MLStreamError):
 
     http_status = 502
     error_type = "remote_inference_exception"
+
+
+class GuardrailTriggered(BadRequest):
+    """A model's guardrail refused the call: ml-commons' words, "guardrails triggered for
+    user input" (before the provider is called) or "... for LLM output" (its answer)."""
+
+
+class InvalidIndexName(BadRequest):
+    error_type = "invalid_index_name_exception"
+
+
+class IndexExists(BadRequest):
+    error_type = "resource_already_exists_exception"
+
+
+class MapperParsing(BadRequest):
+    error_type = "mapper_parsing_exception"
+
+
+class VersionConflict(Conflict):
+    error_type = "version_conflict_engine_exception"

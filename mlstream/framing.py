@@ -428,13 +428,14 @@ def request_id(presented: str | None) -> str:
     return f"{_IDS.getrandbits(128):032x}"
 
 
-def check_content_type(content_type: str | None, has_body: bool) -> None:
+def check_content_type(content_type: str | None, has_body: bool, ndjson: bool = False) -> None:
     """Bodies are JSON. Tolerated: no Content-Type, any JSON type, and curl's default
-    for ``-d`` (form-urlencoded), which ml-commons users send all the time."""
+    for ``-d`` (form-urlencoded), which ml-commons users send all the time; and where
+    ``ndjson`` (``_bulk``), OpenSearch's ``application/x-ndjson``."""
     if not has_body or not content_type:
         return
     media = content_type.split(";", 1)[0].strip().lower()
-    if media in _TOLERATED_MEDIA or media.endswith("+json"):
+    if media in _TOLERATED_MEDIA or media.endswith("+json") or (ndjson and media == "application/x-ndjson"):
         return
     raise UnsupportedMediaType(f"Content-Type header [{content_type}] is not supported: send JSON "
                                "with Content-Type: application/json")

@@ -7,6 +7,7 @@ every change here invalidates.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -17,11 +18,19 @@ from .connectors import (DRY_RUN, DRY_RUN_CONNECTOR_ID, Connector, action_url_wi
                          parse_connector)
 from .credentials import CredentialCodec
 from .endpoints import EndpointPolicy
-from .errors import BadRequest, Conflict, NotFound
+from .errors import BadRequest, Conflict, Forbidden, IndexNotFound, NotFound
+from .guardrails import Guardrails, parse as parse_guardrails
+from .interfaces import preset_interface
+from . import model_fields
+from .model_fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_model_config, checked_fields,
+                           ttl_minutes)
 from .ratelimit import RateLimit, parse_rate_limiter
+from .routing import LLM_INTERFACE, Routing, check_families, check_graph, parse_routing
 from .search import run_search
 from .store import Record, Store
 from .usage import Pricing, parse_pricing
+
+log = logging.getLogger(__name__)
 
 NODE_ID = "mlstream"
 REGISTERED = "REGISTERED"
@@ -32,9 +41,18 @@ _MODEL_GROUP_FIELDS = frozenset({"name", "description", "access_mode", "backend_
 _MODEL_FIELDS = frozenset({
     "name", "function_name", "description", "connector_id", "connector", "model_group_id",
     "rate_limiter", "version", "is_enabled", "guardrails", "interface", "model_format",
-    "access_mode", "backend_roles", "add_all_backend_roles",
-    "pricing",  # an mlstream extension: prices per million tokens (usage.Pricing)
+    "access_mode", "backend_roles", "add_all_backend_roles", "deploy_setting", "model_config",
 })
+# MLUpdateModelInput's fields (model_id and tenant_id are the URL's, taken and ignored).
+_UPDATE_FIELDS = frozenset({
+    "name", "description", "model_group_id", "is_enabled", "rate_limiter", "model_config", "deploy_setting",
+    "connector_id", "connector", "guardrails", "interface", "model_id", "tenant_id",
+})
+# The ml-commons index each kind lives in: named by OpenSearch's answers about it.
+_INDEX = {"model": ".plugins-ml-model", "connector": ".plugins-ml-connector",
+          "model_group": ".plugins-ml-model-group", "task": ".plugins-ml-task"}
+# Meta records holding when a model was last called (by any process), for its TTL.
+_ACCESS_PREFIX = "model_access."
 
 
 def new_id() -> str:
@@ -55,14 +73,37 @@ class ResolvedModel:
     state: str
     connector: Connector
     rate_limit: RateLimit | None
+    # The model's interface (interfaces.parse_interface): JSON Schema texts by "input"/"output".
+    interface: Mapping[str, str] | None = None
+    enabled: bool = True  # is_enabled: false refuses every call ("Model is disabled.")
+    ttl_minutes: int = -1  # deploy_setting.model_ttl_minutes: its calls are noted only when >= 0
     pricing: Pricing | None = None  # None: the model's calls have cost null
+    guardrails: Guardrails | None = None  # checked by the predictor (``guardrails``)
+
+
+@dataclass(frozen=True, slots=True)
+class RouterModel:
+    """A router model (``routing``): no connector; each call is served by one of its targets."""
+
+    model_id: str
+    name: str
+    state: str
+    routing: Routing
+    rate_limit: RateLimit | None = None
+    enabled: bool = True
+    ttl_minutes: int = -1
+
+
+AnyModel = ResolvedModel | RouterModel
 
 
 class Registry:
     def __init__(self, store: Store, codec: CredentialCodec,
                  endpoint_policy: Callable[[], EndpointPolicy],
-                 auto_deploy: Callable[[], bool] = lambda: True) -> None:
+                 auto_deploy: Callable[[], bool] = lambda: True,
+                 clock: Callable[[], int] = lambda: now_ms()) -> None:
         self._store = store
+        self._clock = clock  # wall time in ms, for model TTLs (a test moves it)
         self._codec = codec
         self._endpoint_policy = endpoint_policy
         self._auto_deploy = auto_deploy  # asked only when a predict finds its model undeployed
@@ -76,6 +117,9 @@ class Registry:
         # The store's change counter when the cache was last known current: another
         # process's (or instance's) write moves it and empties the cache.
         self._seen_counter: int | None = None
+        # When each model was last resolved for a call here and not yet written to the store
+        # (flush_access): dict updates only, under the cache lock.
+        self._accessed: dict[str, int] = {}
 
     # --- connectors ------------------------------------------------------------
 
@@ -114,6 +158,8 @@ class Registry:
         self._invalidate()
 
     def delete_connector(self, connector_id: str) -> None:
+        """With no connector at all, DeleteConnectorTransportAction's words; for an unknown
+        id, as ``delete_model_group`` says, the error body worded as its get's."""
         with self._store.transaction():
             self._connector_record(connector_id)
             users = [m.id for m in self._store.scan("model") if m.doc.get("connector_id") == connector_id]
@@ -127,7 +173,7 @@ class Registry:
     def register_model(self, body: Any, *, deploy: bool) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
-        unknown = sorted(set(body) - _MODEL_FIELDS)
+        unknown = sorted(set(body) - _MODEL_FIELDS - set(EXTENSION_FIELDS))
         if unknown:
             raise BadRequest(f"unknown field [{', '.join(unknown)}] in the model")
         name = body.get("name")
@@ -136,50 +182,124 @@ class Registry:
         function_name = body.get("function_name", "remote")
         if not isinstance(function_name, str) or function_name.lower() != "remote":
             raise BadRequest("[function_name] must be \"remote\": only remote models are served")
-        description = body.get("description")
-        if description is not None and not isinstance(description, str):
-            raise BadRequest("[description] must be a string")
-        rate_limiter = parse_rate_limiter(body.get("rate_limiter"))
-        pricing = parse_pricing(body.get("pricing"))
+        fields = checked_fields(body, _MODEL_FIELDS | set(EXTENSION_FIELDS))
+        description = fields.get("description")
+        if "model_config" in fields:
+            check_model_config(fields["model_config"], None)
         group = body.get("model_group_id")
         if group is not None and not isinstance(group, str):
             raise BadRequest("[model_group_id] must be a string")
         has_id, has_inline = body.get("connector_id") is not None, body.get("connector") is not None
-        if has_id == has_inline:
+        router = "routing" in fields
+        if router and (has_id or has_inline):
+            raise BadRequest("a router model ([routing]) has no [connector_id] or [connector]: its targets do")
+        if not router and has_id == has_inline:
             raise BadRequest("exactly one of [connector_id] or [connector] is required")
         access = _access_fields(body) if group is None else None
-        stamp = now_ms()
+        stamp = self._clock()
         doc: dict[str, Any] = {
-            "name": name, "algorithm": "REMOTE", "description": description,
+            **fields, "name": name, "algorithm": "REMOTE", "description": description,
             "model_state": DEPLOYED if deploy else REGISTERED,
             "created_time": stamp, "last_updated_time": stamp, "last_registered_time": stamp,
         }
         if deploy:
             doc["last_deployed_time"] = stamp
-        if rate_limiter is not None:
-            doc["rate_limiter"] = {"limit": rate_limiter.limit_text, "unit": rate_limiter.unit}
-        if pricing is not None:
-            doc["pricing"] = pricing.to_doc()
         secret = None
         with self._store.transaction():
             group_id, version = self._next_version(group, name, description, access)
             doc["model_group_id"], doc["model_version"] = group_id, str(version)
-            if has_id:
+            model_id = new_id()
+            if router:
+                self._check_routing(model_id, fields["routing"])
+            elif has_id:
                 connector_id = body["connector_id"]
                 if not isinstance(connector_id, str):
                     raise BadRequest("[connector_id] must be a string")
-                self._connector_record(connector_id)
+                connector_record = self._record("connector", connector_id, f"Failed to find connector:{connector_id}",
+                                                "Failed to find connector")  # MLModelManager.getConnector
                 doc["connector_id"] = connector_id
+                public = connector_record.doc
             else:
                 connector = self._checked_connector(body["connector"])
-                doc["connector"] = connector.public_doc()
+                doc["connector"] = public = connector.public_doc()
                 secret = self._codec.seal(dict(connector.credential))
-            model_id = new_id()
+            if "interface" not in doc and not router:  # TransportRegisterModelAction: the connector's preset
+                preset = _preset(public)
+                if preset is not None:
+                    doc["interface"] = preset
             self._store.put("model", Record(model_id, doc, secret))
             task_id = self._add_task(model_id, "REGISTER_MODEL")
             if deploy:
                 self._add_task(model_id, "DEPLOY_MODEL")
         return {"task_id": task_id, "status": "CREATED", "model_id": model_id}
+
+    def update_model(self, model_id: str, body: Any) -> None:
+        """ml-commons' ``PUT /_plugins/_ml/models/<id>`` (RestMLUpdateModelAction,
+        UpdateModelTransportAction): the fields given replace the stored ones, all or none.
+        The next call uses the change (the resolved-model cache is emptied)."""
+        if not isinstance(body, dict) or not body:
+            raise BadRequest("Update model request has empty body")
+        unknown = sorted(set(body) - _UPDATE_FIELDS - set(EXTENSION_FIELDS))
+        if unknown:
+            raise BadRequest(f"unknown field [{', '.join(unknown)}] in the model update")
+        if body.get("connector_id") is not None and body.get("connector") is not None:
+            raise BadRequest("Model cannot have both stand-alone connector and internal connector. "
+                             "Please check your update input body.")
+        fields = checked_fields(body, (_UPDATE_FIELDS | set(EXTENSION_FIELDS)) - {"rate_limiter"})
+        with self._store.transaction():
+            record = self._model_record(model_id, "Failed to find model to update with the provided model id: "
+                                        + model_id, None)
+            doc = {**record.doc, **fields}
+            secret = record.secret
+            if "model_config" in fields:
+                check_model_config(fields["model_config"], record.doc.get("model_config"))
+            if "routing" in fields:
+                if "routing" not in record.doc:
+                    raise BadRequest("[routing] is set only on a router model: this model has a connector")
+                self._check_routing(model_id, fields["routing"])
+            limiter = _merged_rate_limiter(record.doc.get("rate_limiter"), body.get("rate_limiter"))
+            if limiter is not None:
+                doc["rate_limiter"] = limiter
+            connector_id = body.get("connector_id")
+            if connector_id is not None and connector_id != "":
+                if not isinstance(connector_id, str):
+                    raise BadRequest("[connector_id] must be a string")
+                if "connector_id" not in record.doc:
+                    raise BadRequest("This remote does not have a connector_id field, maybe it uses an internal "
+                                     "connector.")
+                self._connector_record(connector_id)
+                doc["connector_id"] = connector_id
+            if body.get("connector") is not None:
+                if "connector" not in record.doc:
+                    raise BadRequest("Cannot update connector settings for this model. The model was created with a "
+                                     "connector_id and does not have an inline connector.")
+                connector = self._updated_inline_connector(record, body["connector"])
+                doc["connector"] = connector.public_doc()
+                secret = self._codec.seal(dict(connector.credential))
+            group_id = body.get("model_group_id")
+            if isinstance(group_id, str) and group_id and group_id != record.doc.get("model_group_id"):
+                group = self._store.get("model_group", group_id)
+                if group is None:
+                    raise NotFound("Failed to find the model group with the provided model group id in the update "
+                                   f"model input, MODEL_GROUP_ID: {group_id}")
+                version = int(group.doc.get("latest_version", 0)) + 1
+                self._store.put("model_group", Record(group_id, {**group.doc, "latest_version": version,
+                                                                 "last_updated_time": self._clock()}))
+                doc["model_group_id"], doc["model_version"] = group_id, str(version)
+            elif group_id is not None and not isinstance(group_id, str):
+                raise BadRequest("[model_group_id] must be a string")
+            doc["last_updated_time"] = self._clock()
+            self._store.put("model", Record(model_id, doc, secret))
+        self._invalidate()
+
+    def _updated_inline_connector(self, record: Record, changes: Any) -> Connector:
+        """``Connector.update``: each field given replaces the stored one whole (parameters
+        and credential too), then the endpoint is checked as at create time."""
+        if not isinstance(changes, dict):
+            raise BadRequest("[connector] must be a JSON object")
+        merged: dict[str, Any] = {**_without_times(record.doc["connector"]), "credential": self._unseal(record.secret)}
+        merged.update({key: value for key, value in changes.items() if value is not None})
+        return self._checked_connector(merged)
 
     def _next_version(self, group_id: str | None, model_name: str, description: str | None,
                       access: dict[str, Any] | None) -> tuple[str, int]:
@@ -231,7 +351,7 @@ class Registry:
         return {"model_group_id": group_id, "status": "CREATED"}
 
     def get_model_group(self, group_id: str) -> dict[str, Any]:
-        return self._model_group_record(group_id).doc
+        return self._model_group_record(group_id, empty="Failed to find model group index").doc
 
     def update_model_group(self, group_id: str, changes: Any) -> dict[str, Any]:
         if not isinstance(changes, dict) or not changes:
@@ -240,7 +360,7 @@ class Registry:
         if unknown:
             raise BadRequest(f"unknown field [{', '.join(unknown)}] in the model group update")
         with self._store.transaction():
-            record = self._model_group_record(group_id)
+            record = self._model_group_record(group_id, empty="Failed to find model group")
             doc = dict(record.doc)
             if changes.get("name") is not None:
                 name = _group_name(changes["name"])
@@ -264,17 +384,19 @@ class Registry:
         return {"status": "Updated"}
 
     def delete_model_group(self, group_id: str) -> None:
+        """With no group at all, DeleteModelGroupTransportAction's words. For an unknown id
+        ml-commons passes on OpenSearch's delete answer (``"result": "not_found"``, status
+        404), which is no error body: the contract wants one, worded as its get's."""
         with self._store.transaction():
-            self._model_group_record(group_id)
+            self._model_group_record(group_id, empty="Failed to find model group")
             if any(m.doc.get("model_group_id") == group_id for m in self._store.scan("model")):
                 raise Conflict("Cannot delete the model group when it has associated model versions")
             self._store.delete("model_group", group_id)
 
-    def _model_group_record(self, group_id: str) -> Record:
-        record = self._store.get("model_group", group_id)
-        if record is None:
-            raise NotFound(f"Failed to find model group with ID: {group_id}")
-        return record
+    def _model_group_record(self, group_id: str, empty: str | None = None) -> Record:
+        # GetModelGroupTransportAction / TransportUpdateModelGroupAction
+        return self._record("model_group", group_id,
+                            f"Failed to find model group with the provided model group id: {group_id}", empty)
 
     def _model_group_named(self, name: str) -> Record | None:
         return next((g for g in self._store.scan("model_group") if g.doc.get("name") == name), None)
@@ -285,7 +407,9 @@ class Registry:
             raise BadRequest(f"The name you provided is already being used by a model group with ID: {taken.id}.")
 
     def get_model(self, model_id: str) -> dict[str, Any]:
-        return self._model_record(model_id).doc
+        # GetModelTransportAction
+        return self._model_record(model_id, f"Failed to find model with the provided model id: {model_id}",
+                                  "Fail to find model").doc
 
     def deploy_model(self, model_id: str) -> dict[str, Any]:
         with self._store.transaction():
@@ -295,7 +419,7 @@ class Registry:
 
     def undeploy_model(self, model_id: str) -> dict[str, Any]:
         with self._store.transaction():
-            self._set_state(self._model_record(model_id), REGISTERED)
+            self._set_state(self._model_record(model_id, self._unknown_model(model_id), None), REGISTERED)
         return {NODE_ID: {"stats": {model_id: "undeployed"}}}
 
     def undeploy_models(self, model_ids: list[str] | None) -> dict[str, Any]:
@@ -307,7 +431,8 @@ class Registry:
             if model_ids is None:
                 records = [m for m in self._store.scan("model") if m.doc.get("model_state") == DEPLOYED]
             else:
-                records = [self._model_record(model_id) for model_id in dict.fromkeys(model_ids)]
+                records = [self._model_record(model_id, self._unknown_model(model_id), None)
+                           for model_id in dict.fromkeys(model_ids)]
             for record in records:
                 if record.doc.get("model_state") == DEPLOYED:
                     self._set_state(record, REGISTERED)
@@ -325,7 +450,7 @@ class Registry:
 
     def delete_model(self, model_id: str) -> None:
         with self._store.transaction():
-            record = self._model_record(model_id)
+            record = self._model_record(model_id, empty="Failed to find model")  # DeleteModelTransportAction
             if record.doc.get("model_state") == DEPLOYED:
                 raise Conflict("Model cannot be deleted in deploying or deployed state. "
                                "Try undeploy model first then delete")
@@ -333,8 +458,9 @@ class Registry:
             self._store.delete("controller", model_id)  # as ml-commons: its controller goes with it
         self._invalidate()
 
-    def resolve(self, model_id: str) -> ResolvedModel:
-        """The model for a predict call, deploying it on first use (ml-commons' auto-deploy)."""
+    def resolve(self, model_id: str) -> AnyModel:
+        """The model for a predict call, deploying it on first use (ml-commons' auto-deploy).
+        The call counts as the model's use for its TTL (``deploy_setting.model_ttl_minutes``)."""
         counter = self._store.change_counter()
         with self._cache_lock:
             if counter != self._seen_counter:
@@ -343,42 +469,149 @@ class Registry:
                 self._seen_counter = counter
             cached = self._cache.get(model_id)
             generation = self._cache_generation
+            if cached is not None and cached.ttl_minutes >= 0:
+                self._accessed[model_id] = self._clock()
         if cached is not None:
-            return cached
+            return _enabled(cached)
         with self._store.transaction():
             record = self._model_record(model_id)
             if record.doc.get("model_state") != DEPLOYED:
                 if not self._auto_deploy():
                     raise BadRequest(f"Model not ready yet. Please deploy the model first: {model_id} "
                                      "(plugins.ml_commons.model_auto_deploy.enable is false)")
+                if not auto_deploy_allowed(record.doc):
+                    raise BadRequest("Auto deployment disabled for this model, please deploy model first "
+                                     f"Model ID: {model_id}")
                 record = self._set_state(record, DEPLOYED)
-            if "connector" in record.doc:
-                connector = parse_connector(_without_times(record.doc["connector"]) |
-                                            {"credential": self._unseal(record.secret)})
-            else:
-                connector = self._connector(self._connector_record(record.doc["connector_id"]))
+            connector = self._model_connector(record) if "routing" not in record.doc else None
         limiter = record.doc.get("rate_limiter")
-        resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector,
-                                 parse_rate_limiter(limiter) if limiter else None,
-                                 parse_pricing(record.doc.get("pricing")))
+        limit = parse_rate_limiter(limiter) if limiter else None
+        enabled = record.doc.get("is_enabled") is not False
+        resolved: AnyModel
+        if connector is None:
+            resolved = RouterModel(model_id, record.doc["name"], DEPLOYED, parse_routing(record.doc["routing"]),
+                                   limit, enabled, ttl_minutes(record.doc))
+        else:
+            resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector, limit,
+                                     record.doc.get("interface"), enabled, ttl_minutes(record.doc),
+                                     pricing=parse_pricing(record.doc.get("pricing")),
+                                     guardrails=parse_guardrails(record.doc.get("guardrails")))
         with self._cache_lock:
             if generation == self._cache_generation:
                 self._cache[model_id] = resolved
-        return resolved
+            if resolved.ttl_minutes >= 0:  # only a model with a TTL needs its calls written down
+                self._accessed[model_id] = self._clock()
+        return _enabled(resolved)
+
+    # --- model TTLs --------------------------------------------------------------
+
+    def flush_access(self) -> None:
+        """Write when this process last called each model with a TTL since the previous flush,
+        so every process (``--workers``, instances on one database) sees the latest call."""
+        with self._cache_lock:
+            accessed, self._accessed = self._accessed, {}
+        if not accessed:
+            return
+        with self._store.transaction():
+            for model_id, stamp in accessed.items():
+                known = self._store.get("meta", _ACCESS_PREFIX + model_id)
+                if known is None or int(known.doc.get("time", 0)) < stamp:
+                    self._store.put("meta", Record(_ACCESS_PREFIX + model_id, {"time": stamp}))
+
+    def undeploy_idle_models(self) -> list[str]:
+        """Undeploy each deployed model with a TTL that has not been called for that long
+        (since its last call, or its deployment if later): ``MLModelCacheHelper.getExpiredModels``
+        then MLSyncUpCron's undeploy. Returns their ids."""
+        self.flush_access()
+        now = self._clock()
+        expired: list[str] = []
+        with self._store.transaction():
+            for record in self._store.scan("model"):
+                ttl = ttl_minutes(record.doc)
+                if ttl < 0 or record.doc.get("model_state") != DEPLOYED:
+                    continue
+                access = self._store.get("meta", _ACCESS_PREFIX + record.id)
+                last = max(int(record.doc.get("last_deployed_time") or 0),
+                           int(access.doc.get("time", 0)) if access is not None else 0)
+                if now - last >= ttl * 60_000:
+                    self._set_state(record, REGISTERED)
+                    expired.append(record.id)
+        for model_id in expired:
+            log.info("undeployed model %s: not called for its model_ttl_minutes", model_id)
+        return expired
 
     # --- tasks -----------------------------------------------------------------
 
     def get_task(self, task_id: str) -> dict[str, Any]:
-        record = self._store.get("task", task_id)
-        if record is None:
-            raise NotFound(f"Failed to find task with the provided task id: {task_id}")
-        return record.doc
+        # GetTaskTransportAction / DeleteTaskTransportAction: the same words either way
+        return self._record("task", task_id, "Failed to find task").doc
 
     def delete_task(self, task_id: str) -> None:
-        # Every mlstream task is complete when it is answered: none is running to refuse.
+        # Only a batch prediction's task outlives its request; as ml-commons, a running
+        # one stays (DeleteTaskTransportAction).
         with self._store.transaction():
-            self.get_task(task_id)
+            if self.get_task(task_id).get("state") == "RUNNING":
+                raise Conflict("Task cannot be deleted in running state. Try after some time.")
             self._store.delete("task", task_id)
+
+    def create_task(self, doc: dict[str, Any]) -> str:
+        """Store a task that outlives its request (a batch prediction's); its id."""
+        task_id = new_id()
+        self._store.put("task", Record(task_id, doc))
+        return task_id
+
+    def update_task(self, task_id: str, fields: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Set ``fields`` (and ``last_update_time``) on a stored task: the task as stored
+        now, or None when it was deleted meanwhile (it stays deleted)."""
+        with self._store.transaction():
+            record = self._store.get("task", task_id)
+            if record is None:
+                return None
+            doc = {**record.doc, **fields, "last_update_time": now_ms()}
+            self._store.put("task", Record(task_id, doc))
+        return doc
+
+    def tasks(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every stored task, oldest first."""
+        return [(record.id, record.doc) for record in self._store.scan("task")]
+
+    def connector_of(self, model_id: str) -> ResolvedModel:
+        """A model with its connector, credentials unsealed, as it is stored: not deployed
+        on the way (a batch job's status and cancel calls, for a model in any state)."""
+        record = self._model_record(model_id)
+        limiter = record.doc.get("rate_limiter")
+        return ResolvedModel(model_id, record.doc["name"], str(record.doc.get("model_state")),
+                             self._model_connector(record), parse_rate_limiter(limiter) if limiter else None)
+
+    def _check_routing(self, router_id: str, routing_doc: dict[str, Any]) -> None:
+        """A router's members exist (404 naming the first that does not), it forms no cycle,
+        and its plain members speak one provider API unless it says otherwise (inside the
+        caller's transaction)."""
+        routing = parse_routing(routing_doc)
+        records: dict[str, Record] = {}
+
+        def routing_of(model_id: str) -> Routing | None:
+            record = records.get(model_id) or self._store.get("model", model_id)
+            if record is None:
+                raise NotFound(f"Failed to find model with the provided model id: {model_id} (in [routing])")
+            records[model_id] = record
+            return parse_routing(record.doc["routing"]) if "routing" in record.doc else None
+        check_graph(router_id, routing, routing_of)
+        families = {}
+        for member in routing.members:
+            record = records[member]
+            if "routing" not in record.doc:
+                named = self._model_connector(record).parameters.get(LLM_INTERFACE)
+                if isinstance(named, str) and named.strip():
+                    families[member] = named.strip().lower().split("/", 1)[0]
+        check_families(routing, families)
+
+    def _model_connector(self, record: Record) -> Connector:
+        """A model's connector, inline or by id, its credentials unsealed."""
+        if "connector" in record.doc:
+            return parse_connector(_without_times(record.doc["connector"]) |
+                                   {"credential": self._unseal(record.secret)})
+        return self._connector(self._connector_record(record.doc["connector_id"]))
 
     # --- search ----------------------------------------------------------------
 
@@ -395,17 +628,33 @@ class Registry:
             policy.check_literal_host(host)
         return connector
 
-    def _connector_record(self, connector_id: str) -> Record:
-        record = self._store.get("connector", connector_id)
-        if record is None:
-            raise NotFound(f"Failed to find connector with the provided connector id: {connector_id}")
-        return record
+    def _record(self, kind: str, record_id: str, missing: str, empty: str | type[IndexNotFound] | None = None) -> Record:
+        """The record, or ml-commons' 404 in its words for that route: ``missing`` when
+        the id is unknown, ``empty`` when no record of the kind exists at all (ml-commons'
+        index does not exist yet: its own words, or OpenSearch's IndexNotFound)."""
+        record = self._store.get(kind, record_id)
+        if record is not None:
+            return record
+        if empty is not None and not self._store.scan(kind):
+            if empty is IndexNotFound:
+                raise IndexNotFound(f"no such index [{_INDEX[kind]}]")
+            raise NotFound(str(empty))
+        raise NotFound(missing)
 
-    def _model_record(self, model_id: str) -> Record:
-        record = self._store.get("model", model_id)
-        if record is None:
-            raise NotFound(f"Failed to find model with the provided model id: {model_id}")
-        return record
+    def _connector_record(self, connector_id: str) -> Record:
+        # ConnectorAccessControlHelper.getConnector (get and update a connector)
+        return self._record("connector", connector_id,
+                            f"Failed to find connector with the provided connector id: {connector_id}",
+                            "Failed to find connector")
+
+    def _model_record(self, model_id: str, missing: str = "Failed to find model",
+                      empty: str | type[IndexNotFound] | None = IndexNotFound) -> Record:
+        # MLModelManager.getModel (deploy, predict): "Failed to find model", or the index missing
+        return self._record("model", model_id, missing, empty)
+
+    @staticmethod
+    def _unknown_model(model_id: str) -> str:
+        return f"Failed to find model with the provided model id: {model_id}"
 
     def _connector(self, record: Record) -> Connector:
         return parse_connector(_without_times(record.doc) | {"credential": self._unseal(record.secret)})
@@ -414,7 +663,7 @@ class Registry:
         return self._codec.unseal(secret) if secret else {}
 
     def _set_state(self, record: Record, state: str) -> Record:
-        stamp = now_ms()
+        stamp = self._clock()
         doc = {**record.doc, "model_state": state, "last_updated_time": stamp}
         if state == DEPLOYED:
             doc["last_deployed_time"] = stamp
@@ -438,6 +687,33 @@ class Registry:
         with self._cache_lock:
             self._cache.clear()
             self._cache_generation += 1
+
+
+def _merged_rate_limiter(stored: Any, given: Any) -> dict[str, Any] | None:
+    """``MLRateLimiter.update``: the given ``limit`` and ``unit`` over the stored ones; None
+    when nothing is given (an empty one changes nothing: updateValidityPreCheck)."""
+    if given is None:
+        return None
+    if not isinstance(given, dict):
+        raise BadRequest("[rate_limiter] must be an object {limit, unit}")
+    changes = {key: value for key, value in given.items() if value is not None}
+    if not changes:
+        return None
+    return model_fields.rate_limiter({**(stored if isinstance(stored, dict) else {}), **changes})
+
+
+def _preset(connector: Mapping[str, Any]) -> dict[str, str] | None:
+    """ModelInterfaceUtils' preset for a stored connector document (its first action's
+    post-process function, as ml-commons reads it)."""
+    actions = connector.get("actions") or [{}]
+    parameters = connector.get("parameters") or {}
+    return preset_interface(parameters, actions[0].get("post_process_function"))
+
+
+def _enabled(model: AnyModel) -> AnyModel:
+    if not model.enabled:  # TransportPredictionTaskAction: is_enabled false
+        raise Forbidden("Model is disabled.")
+    return model
 
 
 def _group_name(name: Any) -> str:

@@ -107,6 +107,7 @@ STREAM_ENABLED = "plugins.ml_commons.stream_enabled"
 TRUSTED_ENDPOINTS = "plugins.ml_commons.trusted_connector_endpoints_regex"
 PRIVATE_IP_ENABLED = "plugins.ml_commons.connector.private_ip_enabled"
 AUTO_DEPLOY = "plugins.ml_commons.model_auto_deploy.enable"
+SYNC_UP_INTERVAL = "plugins.ml_commons.sync_up_job_interval_in_seconds"
 
 # ml-commons' default trusted endpoints (MLCommonsSettings.ML_COMMONS_TRUSTED_CONNECTOR_ENDPOINTS_REGEX).
 DEFAULT_TRUSTED_ENDPOINTS: tuple[str, ...] = (
@@ -153,7 +154,8 @@ def _ints(effect: str, **ranges: tuple[int, int | None, int | None]) -> list[Clu
 
 _LOCAL_MODELS = "stored, no effect: mlstream serves remote models only (nothing is uploaded, loaded or run locally)"
 _NODES = "stored, no effect: mlstream is a single node, every model runs on it"
-_FEATURES = "stored, no effect: mlstream has no agents, memory, tools, MCP or batch jobs"
+_FEATURES = "stored, no effect: mlstream has no agents, memory, tools, MCP or batch ingestion"
+_BATCH = "acted on: batch predict ([its section](#batch-predict))"
 _ACCESS = "stored, no effect: mlstream has API keys and roles, not per-user resource access control"
 _MEMORY = "stored, no effect: mlstream is not a JVM and has no circuit breakers"
 
@@ -173,8 +175,8 @@ CLUSTER_SETTINGS: dict[str, ClusterSetting] = {setting.key: setting for setting 
     *_bools(_LOCAL_MODELS, enable_inhouse_python_model=False, allow_registering_model_via_url=False,
             allow_registering_model_via_local_file=False, local_model__enabled=True, controller_enabled=True,
             safe_delete_model=False),
-    *_bools(_FEATURES, offline_batch_ingestion_enabled=True, offline_batch_inference_enabled=True,
-            index_insight_feature_enabled=False, memory_feature_enabled=True, mcp_connector_enabled=False,
+    *_bools(_BATCH, offline_batch_inference_enabled=True),
+    *_bools(_FEATURES, offline_batch_ingestion_enabled=True, index_insight_feature_enabled=False, memory_feature_enabled=True, mcp_connector_enabled=False,
             mcp_server_enabled=False, rag_pipeline_feature_enabled=True, agent_framework_enabled=True,
             unified_agent_api_enabled=False, agentic_search_template_enabled=False, execute_tools_enabled=True,
             agentic_memory_enabled=True, remote_agentic_memory_enabled=False, memory__retention_enabled=False,
@@ -182,10 +184,12 @@ CLUSTER_SETTINGS: dict[str, ClusterSetting] = {setting.key: setting for setting 
     *_bools("stored, no effect: see `/metrics` and `_plugins/_ml/stats` for what mlstream counts",
             metrics_static_collection_enabled=False),
     *_ints(_NODES, max_model_on_node=(10, 0, 10000), max_register_model_tasks_per_node=(10, 0, 10),
-           max_deploy_model_tasks_per_node=(10, 0, 10), max_ml_task_per_node=(10, 0, 10000),
-           sync_up_job_interval_in_seconds=(10, 0, 86400), ml_task_timeout_in_seconds=(600, 1, 86400),
-           model_auto_redeploy__lifetime_retry_times=(3, None, None)),
-    *_ints(_FEATURES, max_batch_inference_tasks=(100, 0, 10000), max_batch_ingestion_tasks=(100, 0, 10000),
+           max_deploy_model_tasks_per_node=(10, 0, 10), max_ml_task_per_node=(10, 0, 10000)),
+    *_ints("acted on: how often deployed models are checked against their `deploy_setting.model_ttl_minutes` "
+           "(MLSyncUpCron's cadence); 0 stops the check", sync_up_job_interval_in_seconds=(10, 0, 86400)),
+    *_ints(_NODES, ml_task_timeout_in_seconds=(600, 1, 86400), model_auto_redeploy__lifetime_retry_times=(3, None, None)),
+    *_ints(_BATCH, max_batch_inference_tasks=(100, 0, 10000)),
+    *_ints(_FEATURES, max_batch_ingestion_tasks=(100, 0, 10000),
            batch_ingestion_bulk_size=(500, 100, 100000), memory__retention_job_interval_hours=(24, 1, 168),
            memory__retention_job_throttle_seconds=(5, 1, 60), memory__orphan_ttl_days=(7, 1, 365),
            memory__working_memory_ttl_days=(-1, -1, 365), memory__default_session_retention_days=(-1, -1, 3650),
@@ -210,8 +214,8 @@ CLUSTER_SETTINGS: dict[str, ClusterSetting] = {setting.key: setting for setting 
                    "unless allowed"),
     ClusterSetting(ML + "task_dispatcher.eligible_node_role.remote_model", "list", ["data", "ml"], _NODES),
     ClusterSetting(ML + "task_dispatcher.eligible_node_role.local_model", "list", ["data", "ml"], _NODES),
-    ClusterSetting(ML + "remote_job.status_field", "list", ["status", "Status", "TransformJobStatus"], _FEATURES),
-    *[ClusterSetting(ML + f"remote_job.status_regex.{state}", "regex", pattern, _FEATURES)
+    ClusterSetting(ML + "remote_job.status_field", "list", ["status", "Status", "TransformJobStatus"], _BATCH),
+    *[ClusterSetting(ML + f"remote_job.status_regex.{state}", "regex", pattern, _BATCH)
       for state, pattern in (("completed", "(complete|completed|partiallyCompleted)"),
                              ("cancelled", "(stopped|cancelled)"), ("cancelling", "(stopping|cancelling)"),
                              ("expired", "(expired|timeout)"), ("failed", "(failed)"))],

@@ -28,8 +28,10 @@ from .usage_store import SQLiteUsage, UsageTables
 log = logging.getLogger(__name__)
 
 # meta: the store's own bookkeeping (e.g. the master-key check value); controller: ml-commons'
-# model controllers (per-user rate limits), by model id.
-KINDS = ("connector", "model", "task", "apikey", "meta", "model_group", "controller")
+# model controllers (per-user rate limits), by model id; stopword_index, stopword_doc: the
+# stop-word indices of guardrails (``stopwords``).
+KINDS = ("connector", "model", "task", "apikey", "meta", "model_group", "controller", "stopword_index",
+         "stopword_doc")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
 BUSY_TIMEOUT = 10.0
 # Taken (flock, exclusive) by every process while it opens and migrates a data

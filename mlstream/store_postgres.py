@@ -91,6 +91,8 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     # Stored responses of the Responses front: no trigger (nothing cached to reload).
     (4, ("CREATE TABLE mlstream_response (id TEXT PRIMARY KEY, doc TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)",
          "CREATE INDEX mlstream_response_expires ON mlstream_response (expires)")),
+    # The stop-word indices of guardrails (stopwords): records, announced like the others.
+    (5, (*_records_table("stopword_index"), *_records_table("stopword_doc"))),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the

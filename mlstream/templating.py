@@ -132,18 +132,22 @@ MAX_RENDERED_CHARS = 64 * 1024 * 1024
 
 
 def render(template: str, parameters: Mapping[str, Any], credential: Mapping[str, str],
-           *, where: str) -> str:
+           *, where: str, keep_missing: bool = False) -> str:
     """Fill every placeholder of ``template``.
 
     ``where`` ("url", "payload", "header Authorization", ...) only names the
     template in error reasons. Raises ``TemplateError`` naming every placeholder
     that could not be filled (sorted, comma-separated), or the first malformed
     one; a reason never contains a credential value.
+
+    ``keep_missing``: a parameter placeholder with no value stays as written instead
+    of failing (ml-commons' ``skip_validating_missing_parameters``); a missing
+    credential still fails.
     """
     missing_params: set[str] = set()
     missing_creds: set[str] = set()
     text = _render(_compile(template), parameters, credential, where, missing_params,
-                   missing_creds, (), [MAX_RENDERED_CHARS])
+                   missing_creds, (), [MAX_RENDERED_CHARS], keep_missing)
     if missing_params or missing_creds:
         reasons = []
         if missing_params:
@@ -158,7 +162,7 @@ def render(template: str, parameters: Mapping[str, Any], credential: Mapping[str
 
 def _render(parts: tuple[_Part, ...], parameters: Mapping[str, Any], credential: Mapping[str, str] | None,
             where: str, missing_params: set[str], missing_creds: set[str],
-            chain: tuple[str, ...], budget: list[int]) -> str:
+            chain: tuple[str, ...], budget: list[int], keep_missing: bool = False) -> str:
     """``credential`` None: the parts come from a parameter value (nested), where only
     parameter placeholders are filled and everything else stays as written. ``budget``:
     the characters still allowed (one cell shared by the nested renders)."""
@@ -183,6 +187,9 @@ def _render(parts: tuple[_Part, ...], parameters: Mapping[str, Any], credential:
             out.append("null" if part.quoted_null else part.default)
             continue
         if value is None and part.name not in source:
+            if keep_missing and part.kind == "parameters":
+                out.append(f'"{part.text}"' if part.quoted_null else part.text)
+                continue
             (missing_params if part.kind == "parameters" else missing_creds).add(part.name)
             continue
         text = _as_text(value, part)
@@ -194,7 +201,7 @@ def _render(parts: tuple[_Part, ...], parameters: Mapping[str, Any], credential:
                 raise TemplateError(f"Parameters nest deeper than {_MAX_NESTING} levels in {where}")
             # Compiled without the cache: a value is request data, not a connector's template.
             text = _render(_compile.__wrapped__(text), parameters, None, where, missing_params, missing_creds,
-                           (*chain, part.name), budget)
+                           (*chain, part.name), budget, keep_missing)
         budget[0] -= len(text)
         if budget[0] < 0:
             raise TemplateError(f"Parameters in {where} expand to more than {MAX_RENDERED_CHARS} characters")
@@ -209,13 +216,13 @@ def _reject_constant(name: str) -> Any:
 
 
 def render_json_body(template: str, parameters: Mapping[str, Any],
-                     credential: Mapping[str, str]) -> str:
+                     credential: Mapping[str, str], *, keep_missing: bool = False) -> str:
     """``render(where="payload")``, then check the result is strict JSON.
 
     NaN / Infinity are refused. The error reason gives only the JSON parser's
     message and position, never the rendered body (it may hold credentials).
     """
-    body = render(template, parameters, credential, where="payload")
+    body = render(template, parameters, credential, where="payload", keep_missing=keep_missing)
     # "from None": the JSONDecodeError holds the whole body (its .doc), which
     # may hold credentials, so it must not travel on as the cause.
     if orjson is not None:

@@ -2,9 +2,11 @@
 
     request threads                          writer thread ("mlstream-usage")
     ---------------                          --------------------------------
-    record(r): append r to the queue,        wait for work; take up to BATCH_RECORDS
-      add r's cost and tokens to the           records and every pending charge (moved
-      pending charges, notify  (no I/O)        to "in flight"); write them in one
+    record(r): append r to the queue,        wait for work, then gather for up to
+      add r's cost and tokens to the           GATHER_SECONDS (a flush or a full batch
+      pending charges; wake the writer         ends it sooner); take up to BATCH_RECORDS
+      only for the first (no I/O)              records and every pending charge (moved
+                                               to "in flight"); write them in one
                                                transaction; then forget the in-flight
     pending(key): pending + in-flight          charges and count the records committed
       charges, for a budget check
@@ -23,8 +25,9 @@ unwritable for the whole ``CLOSE_TIMEOUT``: so a call answered before SIGTERM is
 the records (the server drains its requests before closing the recorder).
 
 A charge is visible to this process's budget checks at once (``pending``) and to
-other processes once its batch commits: the writer wakes as soon as there is
-work, so that is a few milliseconds unless the store is slow.
+other processes once its batch commits: within GATHER_SECONDS and a commit, unless the
+store is slow. Gathering keeps the writer off the request path: one wake-up and one
+commit for a burst of calls, not one per call while the next call is being served.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ QUEUE_RECORDS = 10_000
 BATCH_RECORDS = 500
 # How long close() waits for the queue to be written (the store may be down).
 CLOSE_TIMEOUT = 10.0
+# How long the writer gathers records after the first before it writes them.
+GATHER_SECONDS = 0.2
 RETRY_MAX_SECONDS = 2.0
 DROP_WARNING_SECONDS = 10.0
 
@@ -73,6 +78,7 @@ class UsageRecorder:
         self._written = 0    # records committed, ever
         self._generation = 0  # bumped at every commit (budget checks detect a commit mid-read)
         self._closing = False
+        self._hurry = False  # a flush waits: stop gathering
         self._dropped = 0
         self._last_drop_warning = 0.0
         self._thread = threading.Thread(target=self._run, name="mlstream-usage", daemon=True)
@@ -100,7 +106,8 @@ class UsageRecorder:
                     self._spend[(record.key_id, day)] = self._spend.get((record.key_id, day), 0.0) + record.cost
                 if record.tokens:
                     self._tokens[record.key_id] = self._tokens.get(record.key_id, 0) + record.tokens
-            self._cond.notify()
+            if len(self._queue) <= 1 or len(self._queue) >= BATCH_RECORDS:
+                self._cond.notify()  # the writer starts gathering, or has a batch
         if not accepted:
             if self._drops is not None:
                 self._drops.usage_dropped()
@@ -133,6 +140,7 @@ class UsageRecorder:
         not waited for, so a busy server answers a flush as soon as the earlier ones are in."""
         with self._cond:
             target = self._accepted
+            self._hurry = True
             self._cond.notify_all()
             return self._cond.wait_for(lambda: self._written >= target, timeout)
 
@@ -156,6 +164,13 @@ class UsageRecorder:
             with self._cond:
                 while not (self._queue or self._spend or self._tokens or self._closing):
                     self._cond.wait()
+                gather_until = time.monotonic() + GATHER_SECONDS
+                while not (self._closing or self._hurry) and len(self._queue) < BATCH_RECORDS:
+                    remaining = gather_until - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                self._hurry = False
                 if self._closing and not (self._queue or self._spend or self._tokens):
                     return
                 if self._closing and deadline is None:

@@ -90,6 +90,17 @@ def _passthrough(value: Any, data_type: str | None) -> list[Tensor]:
     return [{"name": "response", "dataAsMap": value}]
 
 
+
+def _bedrock_batch_job_arn(value: Any, data_type: str | None) -> list[Tensor]:
+    # BedrockBatchJobArnPostProcessFunction.java: CreateModelInvocationJob's answer, with
+    # the ARN's "/" written %2F as processedJobArn, the one path segment the status and
+    # stop URLs take.
+    if not isinstance(value, dict):
+        raise _post_error("Post process function input is not a Map.")
+    if "jobArn" not in value:
+        raise _post_error("job arn is missing.")
+    return [{"name": "response", "dataAsMap": {**value, "processedJobArn": str(value["jobArn"]).replace("/", "%2F")}}]
+
 def _tensor_from_map(output: Mapping[str, Any]) -> Tensor:
     name = output.get("name")
     tensor: Tensor = {"name": name if isinstance(name, str) else "output"}
@@ -130,6 +141,7 @@ POST_PROCESS_FUNCTIONS: Mapping[str, tuple[PostProcess, str]] = {
     _POST + "bedrock.rerank": (_bedrock_rerank_output, "$.results"),
     _POST + "default.rerank": (_cohere_rerank_output, "$[*]"),
     _POST + "mlcommons.passthrough": (_passthrough, "$"),
+    _POST + "bedrock.batch_job_arn": (_bedrock_batch_job_arn, "$"),
 }
 
 

@@ -19,6 +19,10 @@ ALGORITHMS = ("remote", "text_embedding", "text_similarity")
 # (RemoteConnectorExecutor rebuilds each chunk's dataset without the filter).
 _RESULT_FILTER_FIELDS = frozenset({"return_bytes", "return_number", "target_response",
                                    "target_response_positions"})
+# MLInput's "algorithm" field: ml-commons' Java client always sends it, and the route (the
+# URL's algorithm, else the model's function) decides: the body's value is skipped unread
+# (RemoteInferenceMLInput and MLInput.parse skip fields they do not take).
+_IGNORED_FIELDS = frozenset({"algorithm"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +61,7 @@ def parse_predict_input(body: Any, algorithm: str | None = None) -> PredictInput
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object with [parameters], or [text_docs] "
                          "(text embedding), or [query_text] and [text_docs] (text similarity)")
-    unknown = sorted(set(body) - {"parameters", "text_docs", "query_text"} - _RESULT_FILTER_FIELDS)
+    unknown = sorted(set(body) - {"parameters", "text_docs", "query_text"} - _RESULT_FILTER_FIELDS - _IGNORED_FIELDS)
     if unknown:
         raise BadRequest(f"unknown field [{', '.join(unknown)}]: a remote model takes [parameters], "
                          "[text_docs] or [query_text] with [text_docs]")

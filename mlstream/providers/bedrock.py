@@ -62,12 +62,35 @@ class BedrockConverseDialect:
         headers = dict(request.headers)
         headers.setdefault("Accept", "application/vnd.amazon.eventstream")
         # The whole body goes through: inferenceConfig, toolConfig, system, ... (beyond ml-commons).
-        return replace(request, url=stream_url, headers=headers)
+        return replace(request, url=stream_url, headers=headers, body=_async_guardrail(request.body))
 
     def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "ConverseStreamDecoder":
         if kind is StreamKind.RELAY:
             raise no_stream_of(self, kind)
         return ConverseStreamDecoder()
+
+
+# What ml-commons' BedrockStreamingHandler keeps of a body's guardrailConfig (#4550).
+_GUARDRAIL_STREAM_FIELDS = ("guardrailIdentifier", "guardrailVersion", "trace")
+
+
+def _async_guardrail(body: bytes | None) -> bytes | None:
+    """A Bedrock guardrail on a stream, as ml-commons sends it (``parseGuardrailConfig``):
+    its identifier, version and trace, with ``streamProcessingMode: async`` (the answer
+    streams while the guardrail checks it; an intervention ends it with stopReason
+    ``guardrail_intervened``). A body without one goes out untouched."""
+    if not body or b'"guardrailConfig"' not in body:
+        return body
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return body
+    config = payload.get("guardrailConfig") if isinstance(payload, dict) else None
+    if not isinstance(config, dict):
+        return body
+    payload["guardrailConfig"] = {**{k: config[k] for k in _GUARDRAIL_STREAM_FIELDS if k in config},
+                                  "streamProcessingMode": "async"}
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 # One dialect for every Converse model: ml-commons' model-specific names are aliases.

@@ -6,9 +6,11 @@
                +-- MLStreamServer                 carries the App
     App
      +-- store (SQLiteStore or PostgresStore)  cluster (ClusterSettings)  registry (Registry)
-     +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)
+     +-- reaper (ModelReaper: undeploys models idle past their TTL)
+     +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)  batch (BatchJobs)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
      +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
+     +-- stop_words (StopWordIndices): what guardrails percolate
 
 Shutdown (``Server.stop``): stop accepting and close the listening socket, let
 requests in flight (streams included) finish until the drain deadline, cancel the
@@ -23,19 +25,24 @@ import socket
 import ssl
 import sys
 import threading
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 
 from ..cluster import ClusterSettings, cluster_uuid
 from ..auth import Authenticator, KeyStore
+from ..batch import BatchJobs
 from ..budgets import Accountant
 from ..controllers import Controllers
 from ..credentials import CredentialCodec, open_codec
 from ..errors import MLStreamError, ShuttingDown
 from ..metrics import Metrics
-from ..predict import Predictor
+from ..guardrails import Checks
+from ..model_ttl import ModelReaper
+from ..predict import Ask, CallMeter, Predictor
 from ..registry import Registry
-from ..settings import AUTO_DEPLOY, ServerSettings
+from ..settings import AUTO_DEPLOY, SYNC_UP_INTERVAL, ServerSettings
 from ..speedups import start_thread_nowait
+from ..stopwords import StopWordIndices
 from ..store import Store
 from ..ratelimit import RateLimiter
 from ..stores import is_postgres, open_store
@@ -44,6 +51,7 @@ from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
 from ..fronts.console import add_console_routes
 from ..fronts.mlcommons.node import NodeIdentity
+from ..fronts.mlcommons.indices import add_index_routes
 from ..fronts.mlcommons.routes import build_router
 from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.mlcommons.usage_routes import add_usage_routes
@@ -110,7 +118,8 @@ class InFlight:
 
 class App:
     def __init__(self, settings: ServerSettings, *, store: Store | None = None,
-                 codec: CredentialCodec | None = None, workers: WorkerLink | None = None) -> None:
+                 codec: CredentialCodec | None = None, workers: WorkerLink | None = None,
+                 clock: Callable[[], int] | None = None) -> None:
         self.settings = settings
         self.workers = workers  # this process's siblings under ``serve --workers N``
         self.store = store or open_store(settings.store, settings.data_dir)
@@ -122,14 +131,17 @@ class App:
             raise
         self.cluster = ClusterSettings(self.store, settings)
         self.authenticator = Authenticator(self.store)
+        # clock: wall time in ms for model TTLs (None: the real one; a test moves its own).
         self.registry = Registry(self.store, codec, lambda: self.cluster.endpoint_policy,
-                                 lambda: bool(self.cluster.value(AUTO_DEPLOY)))
+                                 lambda: bool(self.cluster.value(AUTO_DEPLOY)), **({"clock": clock} if clock else {}))
+        self.reaper = ModelReaper(self.registry, lambda: int(self.cluster.value(SYNC_UP_INTERVAL))).start()
         self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
         self.upstream = UpstreamClient()
         self.metrics = Metrics(self.pool)
         # Several processes (workers, or instances on one database) share their buckets in
         # the store; a lone process keeps them in memory, at no cost per request.
         shared = workers is not None or is_postgres(settings.store)
+        self.stop_words = StopWordIndices(self.store)
         # Usage, budgets and controllers: the predictor admits each provider call
         # (accountant.admit), the transport records it as its request ends (accountant.record).
         self.usage_tables = self.store.usage()
@@ -137,21 +149,36 @@ class App:
         self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
         self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
         self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
-                                   RateLimiter(self.store if shared else None), self.accountant)
+                                   RateLimiter(self.store if shared else None), self.accountant,
+                                   Checks(self.stop_words.percolate, self.ask_guardrail_model),
+                                   resolve=self.registry.resolve)
+        # Batch predict jobs at the providers, and the thread that polls them.
+        self.batch = BatchJobs(self.registry, self.predictor, self.cluster)
         self.in_flight = InFlight()
         # Where the listening socket is bound; the server sets it once bound (port 0 picks one).
         self.bound_address: tuple[str, int] = (settings.host, settings.port)
         self.router = build_router(self.registry, self.predictor, self.cluster, self.metrics,
-                                   self.readiness_problems, self.node_identity, self.render_metrics)
+                                   self.readiness_problems, self.node_identity, self.render_metrics,
+                                   batch=self.batch)
         add_openai_routes(self.router, self.registry, self.predictor)
         add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
                          self.controllers)
         add_anthropic_routes(self.router, self.registry, self.predictor)
         add_responses_routes(self.router, self.registry, self.predictor, self.store, settings.responses_ttl_days)
         add_console_routes(self.router)
+        add_index_routes(self.router, self.stop_words)  # last: /{index} takes what no other route does
         # Set when shutdown begins: keep-alive connections are closed after their
         # current request instead of waiting for another.
         self.draining = threading.Event()
+        self.batch.start()  # batch jobs still running when the server last stopped are polled again
+
+    def ask_guardrail_model(self, model_id: str, parameters: dict) -> object:
+        """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest
+        with these parameters): the answer's ``dataAsMap["response"]``. Its own meter: the
+        guardrail model's call is not admitted against, nor recorded for, the caller's key."""
+        result = self.predictor.tensors(self.registry.resolve(model_id), Ask(parameters), CallMeter())
+        output = result.body["inference_results"][0]["output"][0]
+        return output.get("dataAsMap", {}).get("response")
 
     def node_identity(self) -> NodeIdentity:
         return NodeIdentity(self.cluster_uuid, self.bound_address[0], self.bound_address[1],
@@ -187,6 +214,8 @@ class App:
     def close(self) -> None:
         if self.workers is not None:
             self.workers.close()
+        self.reaper.stop()
+        self.batch.close()
         self.predictor.close()
         self.pool.shutdown()
         self.upstream.close()

@@ -8,6 +8,7 @@ the API it speaks, which shapes its errors.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -16,6 +17,8 @@ from ..auth import ApiKey
 from ..errors import BadRequest, MethodNotAllowed, MLStreamError, NotFound
 from ..logs import AccessRecord
 from ..predict import CallMeter, PendingStream
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,15 @@ class Reply:
     filterable: bool = True  # ?filter_path applies (never to an error, as in OpenSearch)
 
 
+def known_error(exc: BaseException) -> MLStreamError:
+    """``exc`` when it is one of ours; anything else is a bug, logged with its traceback
+    and answered as a 500 without details (every front's error body starts here)."""
+    if isinstance(exc, MLStreamError):
+        return exc
+    log.error("unexpected error while handling a request", exc_info=exc)
+    return MLStreamError("internal error: the server failed to handle the request")
+
+
 class StreamEvents(Protocol):
     """A front's stream events, each as SSE bytes (one event or several), from the stream's values."""
 
@@ -107,6 +119,7 @@ class Route:
     # Who may call it once API keys exist: "public" (anyone), "user" (any key), "admin".
     role: str
     front: Front
+    raw_body: bool = False  # the handler reads the body's bytes (NDJSON ``_bulk``), not JSON
 
 
 class Router:
@@ -116,11 +129,15 @@ class Router:
         self._front_prefixes: list[tuple[str, Front]] = []  # (path prefix, front) for unmatched paths
 
     def add(self, method: str, template: str, handler: Callable[[Request], "Reply | StreamReply"],
-            role: str = "admin", front: Front | None = None) -> None:
-        """``template`` is a path with ``{name}`` segments, e.g. ``/models/{model_id}``."""
-        regex = _PARAM.sub(r"(?P<\1>[^/]+)", re.escape(template).replace(r"\{", "{").replace(r"\}", "}"))
+            role: str = "admin", front: Front | None = None, *, segments: dict[str, str] | None = None,
+            raw_body: bool = False) -> None:
+        """``template`` is a path with ``{name}`` segments, e.g. ``/models/{model_id}``;
+        ``segments`` narrows a segment to a regex (default: any text without a ``/``)."""
+        shapes = segments or {}
+        regex = _PARAM.sub(lambda m: f"(?P<{m.group(1)}>{shapes.get(m.group(1), '[^/]+')})",
+                           re.escape(template).replace(r"\{", "{").replace(r"\}", "}"))
         self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role,
-                                  front or self._default_front))
+                                  front or self._default_front, raw_body))
 
     def claim_prefix(self, prefix: str, front: Front) -> None:
         """``prefix`` (``/v1``) and the paths under it belong to ``front``, matched or not

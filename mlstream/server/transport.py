@@ -41,7 +41,7 @@ from ..store import Store
 from ..streaming.channel import Channel
 from . import responses
 from .routing import Front, Reply, Request, Router, StreamReply
-from .sse_writer import SSEWriter, first_item, stream_head
+from .sse_writer import MODEL_ID_HEADER, SSEWriter, first_item, stream_head
 
 log = logging.getLogger(__name__)
 
@@ -194,10 +194,12 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
                                                       api_key=self.headers.get("x-api-key"),
                                                       from_script=from_script(self.headers.get(SCRIPT_HEADER[0])))
-            check_content_type(self.headers.get("Content-Type"), self._declares_body())
+            check_content_type(self.headers.get("Content-Type"), self._declares_body(), route.raw_body)
             self._meter = CallMeter(key, self._request_id)
-            request = Request(self.command, path, query, parse_json_body(self._read_body()), params, started,
-                              self._request_id, self._access, self.connection, key=key, meter=self._meter)
+            body = self._read_body()
+            request = Request(self.command, path, query, body if route.raw_body else parse_json_body(body),
+                              params, started, self._request_id, self._access, self.connection, key=key,
+                              meter=self._meter)
             reply = route.handler(request)
             if isinstance(reply, StreamReply):
                 self._stream(reply, started)
@@ -222,6 +224,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._format = responses.PLAIN
             duration = time.monotonic() - started
             self._access.duration_ms = duration * 1000
+            if self._meter is not None:
+                self._access.target = self._meter.target
             host.metrics.http_request(route_label, self.command, self._access.status, duration,
                                        self._access.model_id if request is not None and request.model_resolved
                                        else None, self._front.name)
@@ -300,6 +304,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             request_id = getattr(self, "_request_id", None)
             if request_id:
                 self.send_header("X-Request-Id", request_id)
+            target = self._routed_to()
+            if target is not None:
+                self.send_header(MODEL_ID_HEADER, target)
             if self.close_connection:
                 self.send_header("Connection", "close")
             self.end_headers()
@@ -310,6 +317,11 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         if access is not None:
             access.status = reply.status
             access.bytes_out = len(payload)
+
+    def _routed_to(self) -> str | None:
+        """The target a router model's call went to (served, or last tried), else None."""
+        meter = getattr(self, "_meter", None)
+        return meter.target if meter is not None else None
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The stdlib's own protocol errors (bad request line, headers too long...) as JSON."""
@@ -359,6 +371,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         except BaseException:  # Overloaded: refused before anything started
             host.hangups.unwatch(self.connection)
             host.in_flight.discard(channel)
+            if reply.stream.ended is not None:
+                reply.stream.ended()
             raise
         access = self._access
         writer: SSEWriter | None = None
@@ -384,7 +398,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self.close_connection = True
             gzip = self._format.gzip  # only when asked: then every event is flushed as it goes
             head = stream_head(self.version_string(), self.date_time_string(), self._request_id,
-                               chunked=chunked, close=self.close_connection, gzip=gzip)
+                               chunked=chunked, close=self.close_connection, gzip=gzip, model_id=self._routed_to())
             access.status = 200
             meter = self._meter
 
@@ -420,6 +434,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self._record_call(started, access.status, "client_gone", writer.events if writer is not None else 0,
                                   writer.first_event_seconds if writer is not None else None)
             host.in_flight.discard(channel)
+            if reply.stream.ended is not None:
+                reply.stream.ended()
             if writer is not None and writer.failure is not None:
                 host.metrics.upstream_failure(writer.failure)
             events = writer.events if writer is not None else 0

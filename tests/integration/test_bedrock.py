@@ -205,7 +205,9 @@ def test_generic_converse_any_model_reasoning_in_its_own_field(client, bedrock, 
     assert sent.path == f"/model/{wire_id}/converse-stream" and sent.model_id == model.replace("%2F", "/")
     assert bedrock.stats.signature_failures == 0
     # the whole Converse body went through
-    assert sent.body["guardrailConfig"] == {"guardrailIdentifier": "gr-1", "guardrailVersion": "1", "trace": "enabled"}
+    # its guardrail as ml-commons streams one (#4550): asynchronously
+    assert sent.body["guardrailConfig"] == {"guardrailIdentifier": "gr-1", "guardrailVersion": "1", "trace": "enabled",
+                                            "streamProcessingMode": "async"}
     assert sent.body["performanceConfig"] == {"latency": "optimized"}
     assert sent.body["system"] == [{"text": "Be brief."}]
     assert sent.body["additionalModelRequestFields"]["top_k"] == 5

@@ -183,7 +183,7 @@ def test_serve_streams_and_stops_cleanly_on_sigterm(binary, bare, tmp_path, fake
         # The console's files, carried as package data.
         static = ROOT / "mlstream" / "fronts" / "console" / "static"
         for path, name in (("/_console", "index.html"), ("/_console/app.js", "app.js")):
-            page = urllib3.request("GET", served.url + path, timeout=HANG_GUARD, retries=False)
+            page = urllib3.request("GET", served.url + path, timeout=SUBPROCESS_HANG_GUARD, retries=False)
             assert page.status == 200 and page.data == (static / name).read_bytes(), (path, page.status)
             assert "default-src 'self'" in page.headers["Content-Security-Policy"]
 

@@ -20,6 +20,7 @@ import pytest
 from mlstream.predict import MAX_UPSTREAM_REQUESTS_PER_CALL
 from mlstream.server.app import Server
 from mlstream.testing.embeddings import fake_relevance, fake_vector, quantized
+from mlstream.testing.fake_batch import FakeOpenAIBatches, FakeSageMakerBatch
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
 
@@ -655,3 +656,125 @@ def test_dry_run_checks_the_connector_and_stores_nothing(fake: FakeOpenAI, api: 
     assert api.call("POST", "/_plugins/_ml/connectors/_create", {**bad, "dry_run": True}).status == 400
     hits = api.ok("POST", "/_plugins/_ml/connectors/_search", {"query": {"match_all": {}}})["hits"]
     assert hits["total"]["value"] == 0
+
+
+# ------------------------------------------------------------------------- batch inference
+
+@pytest.fixture
+def openai_batches() -> Iterator[FakeOpenAIBatches]:
+    with FakeOpenAIBatches() as fake:
+        yield fake
+
+
+@pytest.fixture
+def transform_jobs() -> Iterator[FakeSageMakerBatch]:
+    with FakeSageMakerBatch() as fake:
+        yield fake
+
+
+def test_openai_batch_inference_blueprint(openai_batches: FakeOpenAIBatches, api: Client) -> None:
+    """batch_inference_openAI_connector_blueprint.md: steps 1a to 3, then the task polled
+    as the Batch Predict API page of OpenSearch's docs does it."""
+    group_id = api.ok("POST", "/_plugins/_ml/model_groups/_register",
+                      {"name": "openAI_model_group", "description": "Your openAI model group"})["model_group_id"]
+    connector_id = api.create_connector({
+        "name": "OpenAI Embedding model", "description": "OpenAI embedding model for testing offline batch",
+        "version": "1", "protocol": "http",
+        "parameters": {"model": "text-embedding-ada-002", "input_file_id": "file-YbowBByiyVJN89oSZo2Enu9W",
+                       "endpoint": "/v1/embeddings"},
+        "credential": {"openAI_key": openai_batches.api_key},
+        "actions": [
+            {"action_type": "predict", "method": "POST", "url": f"http://{host(openai_batches)}/v1/embeddings",
+             "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+             "request_body": "{ \"input\": ${parameters.input}, \"model\": \"${parameters.model}\" }",
+             "pre_process_function": "connector.pre_process.openai.embedding",
+             "post_process_function": "connector.post_process.openai.embedding"},
+            {"action_type": "batch_predict", "method": "POST", "url": f"http://{host(openai_batches)}/v1/batches",
+             "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+             "request_body": "{ \"input_file_id\": \"${parameters.input_file_id}\", \"endpoint\": "
+                             "\"${parameters.endpoint}\", \"completion_window\": \"24h\" }"}],
+    })
+    model_id = api.ok("POST", "/_plugins/_ml/models/_register?deploy=true", {
+        "name": "OpenAI model for realtime embedding and offline batch inference", "function_name": "remote",
+        "model_group_id": group_id, "description": "OpenAI text embedding model", "connector_id": connector_id,
+    })["model_id"]
+    started = api.ok("POST", f"/_plugins/_ml/models/{model_id}/_batch_predict",
+                     {"parameters": {"model": "text-embedding-ada-002"}})
+    job = started["remote_job"]
+    assert started["status"] == "CREATED" and set(started) == {"task_id", "status", "remote_job"}
+    assert job["object"] == "batch" and job["status"] == "validating" and job["dlq"] is None
+    assert job["input_file_id"] == "file-YbowBByiyVJN89oSZo2Enu9W" and job["endpoint"] == "/v1/embeddings"
+    assert openai_batches.stats.requests[-1].body == {
+        "input_file_id": "file-YbowBByiyVJN89oSZo2Enu9W", "endpoint": "/v1/embeddings", "completion_window": "24h"}
+
+    task = api.ok("GET", f"/_plugins/_ml/tasks/{started['task_id']}")
+    assert {k: task[k] for k in ("model_id", "task_type", "function_name", "state", "input_type", "is_async")} == {
+        "model_id": model_id, "task_type": "BATCH_PREDICTION", "function_name": "REMOTE", "state": "RUNNING",
+        "input_type": "REMOTE", "is_async": False}
+    # No batch_predict_status action: ml-commons' own, GET <batch_predict url>/<id>.
+    assert openai_batches.stats.requests[-1].method == "GET"
+    assert openai_batches.stats.requests[-1].path == f"/v1/batches/{job['id']}"
+    openai_batches.set_status(job["id"], "in_progress")
+    assert api.ok("GET", f"/_plugins/_ml/tasks/{started['task_id']}")["state"] == "RUNNING"
+    openai_batches.set_status(job["id"], "completed")
+    done = api.ok("GET", f"/_plugins/_ml/tasks/{started['task_id']}")
+    assert done["state"] == "COMPLETED" and done["remote_job"]["status"] == "completed"
+    assert done["remote_job"]["output_file_id"].startswith("file-") and done["last_update_time"] >= task["create_time"]
+    assert openai_batches.api_key not in json.dumps(done)
+
+
+def test_sagemaker_batch_inference_blueprint(transform_jobs: FakeSageMakerBatch, api: Client) -> None:
+    """batch_inference_sagemaker_connector_blueprint.md: steps 1b to 3 (the URL names the
+    operation, as the blueprint writes it); the job's status from DescribeTransformJob."""
+    connector_id = api.create_connector({
+        "name": "DJL Sagemaker Connector: all-MiniLM-L6-v2", "version": "1",
+        "description": "The connector to sagemaker embedding model all-MiniLM-L6-v2", "protocol": "aws_sigv4",
+        "credential": {"access_key": transform_jobs.access_key, "secret_key": transform_jobs.secret_key},
+        "parameters": {
+            "region": "us-east-1", "service_name": "sagemaker",
+            "DataProcessing": {"InputFilter": "$.content", "JoinSource": "Input", "OutputFilter": "$"},
+            "ModelName": "DJL-Text-Embedding-Model-imageforjsonlines",
+            "TransformInput": {"ContentType": "application/json",
+                               "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix",
+                                                               "S3Uri": "s3://offlinebatch/sagemaker_djl_batch_input.json"}},
+                               "SplitType": "Line"},
+            "TransformJobName": "SM-offline-batch-transform-07-12-13-30",
+            "TransformOutput": {"AssembleWith": "Line", "Accept": "application/json",
+                                "S3OutputPath": "s3://offlinebatch/output"},
+            "TransformResources": {"InstanceCount": 1, "InstanceType": "ml.c5.xlarge"},
+            "BatchStrategy": "SingleRecord"},
+        "actions": [
+            {"action_type": "predict", "method": "POST", "headers": {"content-type": "application/json"},
+             "url": f"http://{host(transform_jobs)}/endpoints/OpenSearch-sagemaker-060124023703/invocations",
+             "request_body": "${parameters.input}", "pre_process_function": "connector.pre_process.default.embedding",
+             "post_process_function": "connector.post_process.default.embedding"},
+            {"action_type": "batch_predict", "method": "POST", "headers": {"content-type": "application/json"},
+             "url": f"http://{host(transform_jobs)}/CreateTransformJob",
+             "request_body": "{ \"BatchStrategy\": \"${parameters.BatchStrategy}\", \"ModelName\": "
+                             "\"${parameters.ModelName}\", \"DataProcessing\" : ${parameters.DataProcessing}, "
+                             "\"TransformInput\": ${parameters.TransformInput}, \"TransformJobName\" : "
+                             "\"${parameters.TransformJobName}\", \"TransformOutput\" : ${parameters.TransformOutput}, "
+                             "\"TransformResources\" : ${parameters.TransformResources}}"}],
+    })
+    model_id = api.register(connector_id, name="SageMaker model for realtime embedding and offline batch inference",
+                            description="SageMaker hosted DJL model")
+    started = api.ok("POST", f"/_plugins/_ml/models/{model_id}/_batch_predict",
+                     {"parameters": {"TransformJobName": "SM-offline-batch-transform-07-15-11-30"}})
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:transform-job/sm-offline-batch-transform-07-15-11-30"
+    assert started["remote_job"] == {"TransformJobArn": arn, "dlq": None}
+    sent = transform_jobs.stats.requests[-1].body
+    assert sent["TransformJobName"] == "SM-offline-batch-transform-07-15-11-30"
+    assert sent["DataProcessing"] == {"InputFilter": "$.content", "JoinSource": "Input", "OutputFilter": "$"}
+    assert sent["TransformResources"] == {"InstanceCount": 1, "InstanceType": "ml.c5.xlarge"}
+
+    task = api.ok("GET", f"/_plugins/_ml/tasks/{started['task_id']}")
+    assert task["state"] == "RUNNING" and task["remote_job"]["TransformJobStatus"] == "InProgress"
+    # ml-commons' own status action: DescribeTransformJob, the job's name from its ARN.
+    described = transform_jobs.stats.requests[-1]
+    assert described.path == "/DescribeTransformJob"
+    assert described.body == {"TransformJobName": "sm-offline-batch-transform-07-15-11-30"}
+    transform_jobs.set_status("SM-offline-batch-transform-07-15-11-30", "Completed")
+    done = api.ok("GET", f"/_plugins/_ml/tasks/{started['task_id']}")
+    assert done["state"] == "COMPLETED" and done["remote_job"]["TransformJobArn"] == arn
+    assert done["remote_job"]["TransformOutput"]["S3OutputPath"] == "s3://offlinebatch/output"
+    assert transform_jobs.secret_key not in json.dumps(done)

@@ -29,7 +29,7 @@ from mlstream.server.app import Server
 from mlstream.settings import ServerSettings
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario, fake_tokens
 
-from ..support.clients import Client, bearer, client_with
+from ..support.clients import bearer, client_with
 from ..support.connectors import openai_connector
 from ..support.servers import LOOPBACK_TRUST
 

@@ -138,7 +138,7 @@ def test_error_trace_names_the_error_without_frames(server):
     assert "stack_trace" not in plain.body["error"]
     traced = Client(server.url).call("GET", "/_plugins/_ml/models/nope?error_trace=true")
     trace = traced.body["error"]["stack_trace"]
-    assert trace.startswith("mlstream.errors.NotFound: Failed to find model") and "File " not in trace
+    assert trace.startswith("mlstream.errors.NotFound: Fail to find model") and "File " not in trace
 
 
 def test_human_is_accepted_and_invalid_flags_refused(server):

@@ -309,9 +309,10 @@ def test_post_process(function: str, answer: Any, response_filter: str | None, e
 
 
 def test_every_ml_commons_post_process_name_is_built_in() -> None:
-    # the constants of connector/MLPostProcessFunction.java (batch_job_arn is for _batch_predict)
+    # the constants of connector/MLPostProcessFunction.java (batch_job_arn: _batch_predict's)
     names = {"cohere.embedding", "openai.embedding", "bedrock.embedding", "bedrock.nova.embedding",
              "cohere.rerank", "bedrock.rerank", "default.embedding", "default.rerank", "mlcommons.passthrough",
+             "bedrock.batch_job_arn",
              *(f"cohere_v2.embedding.{t}" for t in ("float", "int8", "uint8", "binary", "ubinary")),
              *(f"bedrock_v2.embedding.{t}" for t in ("float", "binary"))}
     assert set(POST_PROCESS_FUNCTIONS) == {POST + n for n in names}

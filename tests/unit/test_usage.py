@@ -23,6 +23,8 @@ from mlstream.usage import (
     period_bounds,
 )
 
+from ..support.pools import StubPool
+
 
 def ms(text: str) -> int:
     return int(datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp() * 1000)
@@ -181,12 +183,8 @@ def test_openai_front_answers_insufficient_quota_and_rate_limit_exceeded():
 
 # --- metrics ---------------------------------------------------------------------------------------------
 
-class _Pool:
-    active = queued = rejected = 0
-
-
 def test_metrics_count_tokens_and_cost_without_a_key_label():
-    metrics = Metrics(_Pool())
+    metrics = Metrics(StubPool())
     metrics.usage_recorded("m1", "openai/v1/chat/completions", 10, 5, 0.25)
     metrics.usage_recorded("m1", "openai/v1/chat/completions", 1, 2, None)
     metrics.usage_dropped()

@@ -13,7 +13,14 @@ import pytest
 from mlstream.auth import ApiKey, KeyStore
 from mlstream.budgets import Accountant
 from mlstream.controllers import Controllers
-from mlstream.errors import BudgetExceeded, Conflict, NotFound, Overloaded, RateLimited, StoreUnavailable
+from mlstream.errors import (
+    BudgetExceeded,
+    Conflict,
+    NotFound,
+    Overloaded,
+    RateLimited,
+    StoreUnavailable,
+)
 from mlstream.metrics import Metrics
 from mlstream.ratelimit import RateLimiter
 from mlstream.store import Record
@@ -24,6 +31,8 @@ from mlstream.usage_store import UsageTables
 T0 = 1_764_633_600_000  # 2025-12-02T00:00:00Z
 HOUR = 3_600_000
 
+from ..support.pools import StubPool
+
 
 def rec(key: str = "k1", model: str = "m1", *, t: int = T0, inp: int = 10, out: int = 5, cached: int = 0,
         cost: float | None = None, outcome: str = "ok", status: int = 200, interface: str = "openai/v1/chat/completions",
@@ -32,17 +41,13 @@ def rec(key: str = "k1", model: str = "m1", *, t: int = T0, inp: int = 10, out: 
                        estimated, 1.5, 20.0, cost, f"req-{t}")
 
 
-class _Pool:
-    active = queued = rejected = 0
-
-
 class Parts:
     """What the server wires together, for one store (one "process")."""
 
     def __init__(self, store) -> None:
         self.store = store
         self.tables = store.usage()
-        self.metrics = Metrics(_Pool())
+        self.metrics = Metrics(StubPool())
         self.recorder = UsageRecorder(self.tables, self.metrics)
         self.controllers = Controllers(store, RateLimiter(store))
         self.accountant = Accountant(self.tables, self.recorder, self.metrics, self.controllers)
@@ -145,7 +150,7 @@ class FailingTables(UsageTables):
 
 def test_a_full_queue_drops_records_counts_them_and_keeps_their_charges(monkeypatch):
     monkeypatch.setattr("mlstream.usage_recorder.QUEUE_RECORDS", 5)
-    tables, metrics = FailingTables(), Metrics(_Pool())
+    tables, metrics = FailingTables(), Metrics(StubPool())
     recorder = UsageRecorder(tables, metrics)
     try:
         accepted = [recorder.record(rec(t=T0 + i, cost=1.0, inp=1, out=1)) for i in range(8)]
@@ -227,7 +232,7 @@ def test_a_budget_renews_when_its_period_ends(make_store, period, now, later):
     store = make_store()
     tables = store.usage()
     recorder = UsageRecorder(tables)
-    accountant = Accountant(tables, recorder, Metrics(_Pool()), Controllers(store, RateLimiter()),
+    accountant = Accountant(tables, recorder, Metrics(StubPool()), Controllers(store, RateLimiter()),
                             clock=lambda: clock[0])
     try:
         alice = key("alice", budget=1.0, budget_period=period)

@@ -11,15 +11,13 @@ stream ends without ``message_stop``.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ...errors import MLStreamError
 from ...server.responses import json_bytes
-from ...server.routing import Front, Reply
+from ...server.routing import Front, Reply, known_error
 from ...sse import EVENT_END
 
-log = logging.getLogger(__name__)
 
 # Anthropic's error type for each status it answers; others by class (4xx / 5xx).
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -35,10 +33,8 @@ def error_body(exc: MLStreamError) -> dict[str, Any]:
 
 def error_reply(exc: BaseException) -> Reply:
     """The reply for any exception (the one place the Anthropic front shapes errors)."""
-    if not isinstance(exc, MLStreamError):
-        log.error("unexpected error while handling a request", exc_info=exc)
-        exc = MLStreamError("internal error: the server failed to handle the request")
-    return Reply(exc.http_status, error_body(exc), dict(exc.headers))
+    error = known_error(exc)
+    return Reply(error.http_status, error_body(error), dict(error.headers))
 
 
 def error_event(exc: MLStreamError) -> bytes:

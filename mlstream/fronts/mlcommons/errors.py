@@ -6,12 +6,8 @@ bug, logged with its traceback and answered 500 without details.
 
 from __future__ import annotations
 
-import logging
-
 from ...errors import MLStreamError
-from ...server.routing import Front, Reply
-
-log = logging.getLogger(__name__)
+from ...server.routing import Front, Reply, known_error
 
 
 def error_reply(exc: BaseException, trace: bool = False) -> Reply:
@@ -21,16 +17,13 @@ def error_reply(exc: BaseException, trace: bool = False) -> Reply:
     class and reason, and those of its causes within mlstream. Never Python frames, and
     never for a bug, whose details stay in the log.
     """
-    if not isinstance(exc, MLStreamError):
-        log.error("unexpected error while handling a request", exc_info=exc)
-        exc = MLStreamError("internal error: the server failed to handle the request")
-        trace = False
-    body = exc.to_body()
-    if trace:
-        body["error"]["stack_trace"] = _error_chain(exc)
+    error = known_error(exc)
+    body = error.to_body()
+    if trace and error is exc:  # a bug's details stay in the log
+        body["error"]["stack_trace"] = _error_chain(error)
     # OpenSearch builds error bodies with filtering off (AbstractRestChannel.newErrorBuilder):
     # a filter_path meant for the answer must not hide the error.
-    return Reply(exc.http_status, body, dict(exc.headers), filterable=False)
+    return Reply(error.http_status, body, dict(error.headers), filterable=False)
 
 
 def _error_chain(exc: MLStreamError) -> str:

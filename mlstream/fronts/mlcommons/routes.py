@@ -9,22 +9,24 @@ import time
 from typing import Any, Callable
 
 from ... import processing
+from ...batch import BatchJobs
 from ...cluster import ClusterSettings
 from ...errors import BadRequest
 from ...metrics import Metrics
-from ...predict import Ask, Predictor
-from ...registry import Registry, ResolvedModel
+from ...predict import Ask, Bound, Predictor, check_one_api
+from ...registry import AnyModel, Registry, RouterModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from . import node
 from .errors import ML_COMMONS_FRONT
-from .events import ML_COMMONS_EVENTS
+from .events import ML_COMMONS_EVENTS, RoutedEvents
 
 PREFIX = "/_plugins/_ml"
+STREAM_PARAMETER = "stream"
 
 
 def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSettings, metrics: Metrics,
                  readiness_problems: Callable[[], list[str]], identity: Callable[[], node.NodeIdentity],
-                 render_metrics: Callable[[], str]) -> Router:
+                 render_metrics: Callable[[], str], *, batch: BatchJobs | None = None) -> Router:
     router = Router(ML_COMMONS_FRONT)
 
     def add(method: str, template: str, role: str = "admin"):
@@ -129,6 +131,12 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def get_model(req: Request) -> Reply:
         return Reply(200, registry.get_model(req.params["model_id"]))
 
+    @add("PUT", f"{PREFIX}/models/{{model_id}}")
+    def update_model(req: Request) -> Reply:
+        # RestMLUpdateModelAction: an UpdateResponse
+        registry.update_model(req.params["model_id"], req.body)
+        return Reply(200, _result(req.params["model_id"], ".plugins-ml-model", "updated"))
+
     @add("DELETE", f"{PREFIX}/models/{{model_id}}")
     def delete_model(req: Request) -> Reply:
         registry.delete_model(req.params["model_id"])
@@ -152,8 +160,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         algorithm = req.params.get("algorithm") or req.query.get("algorithm")
         given = processing.parse_predict_input(_required(req.body), algorithm)
         model = resolve(req)
-        prepared = predictor.prepare(model, Ask(given.parameters, given.dataset), req.meter)
-        result = predictor.predict(prepared)
+        result = predictor.tensors(model, Ask(given.parameters, given.dataset), req.meter)
         if req.access is not None:
             req.access.upstream_status = result.upstream_status
         # What the gateway added, next to what the provider took (ms).
@@ -166,10 +173,24 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         predictor.check_stream_enabled()
         given = processing.parse_predict_input(_required(req.body), "remote")
         model = resolve(req)
-        prepared = predictor.prepare(model, Ask(given.parameters), req.meter, stream=True)
-        return StreamReply(predictor.open_stream(prepared), ML_COMMONS_EVENTS)
+        # RestMLPredictionStreamAction puts "stream": "true" into the request's parameters
+        # (so it wins), and a connector body may use ${parameters.stream}.
+        parameters = {**given.parameters, STREAM_PARAMETER: "true"}
+        check_one_api(model)
+        events = RoutedEvents(req.meter) if isinstance(model, RouterModel) else ML_COMMONS_EVENTS
+        return StreamReply(predictor.stream(model, lambda target: Bound(Ask(parameters)), req.meter), events)
 
-    def resolve(req: Request) -> ResolvedModel:
+    # admin, as the task routes it is followed with: a batch job is a long, billed piece of work
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_batch_predict")
+    def batch_predict(req: Request) -> Reply:
+        if batch is None:
+            raise BadRequest("batch predict is not served here")
+        model = resolve(req)
+        if isinstance(model, RouterModel):
+            raise BadRequest(f"model [{model.model_id}] is a router: batch predict runs on a model with a connector")
+        return Reply(200, batch.submit(model, _required(req.body), request_id=req.request_id))
+
+    def resolve(req: Request) -> AnyModel:
         """The URL's model, deployed on first use; from here the call counts as its prediction."""
         model = registry.resolve(req.params["model_id"])
         req.mark_model_resolved()
@@ -180,7 +201,16 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
 
     @add("GET", f"{PREFIX}/tasks/{{task_id}}")
     def get_task(req: Request) -> Reply:
-        return Reply(200, registry.get_task(req.params["task_id"]))
+        task_id = req.params["task_id"]
+        return Reply(200, registry.get_task(task_id) if batch is None else batch.task(task_id))
+
+    # _cancel_batch: the route's name in ml-commons 2.17 (and in OpenSearch's docs)
+    for suffix in ("_cancel", "_cancel_batch"):
+        @add("POST", f"{PREFIX}/tasks/{{task_id}}/{suffix}")
+        def cancel_batch(req: Request) -> Reply:
+            if batch is None:
+                raise BadRequest("The task ID you provided does not have any associated batch job")
+            return Reply(200, batch.cancel(req.params["task_id"]))
 
     @add("DELETE", f"{PREFIX}/tasks/{{task_id}}")
     def delete_task(req: Request) -> Reply:

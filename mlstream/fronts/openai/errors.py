@@ -13,15 +13,13 @@ stream's last event (``error_event``).
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from ...errors import BudgetExceeded, InvalidField, MLStreamError, ModelNotFound
+from ...errors import BudgetExceeded, GuardrailTriggered, InvalidField, MLStreamError, ModelNotFound
 from ...server.responses import json_bytes
-from ...server.routing import Front, Reply
+from ...server.routing import Front, Reply, known_error
 from ...sse import encode_data
 
-log = logging.getLogger(__name__)
 
 # OpenAI's error type for each status it answers; others by class (4xx / 5xx).
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -39,15 +37,15 @@ def error_body(exc: MLStreamError) -> dict[str, Any]:
         param, code = "model", "model_not_found"
     elif isinstance(exc, BudgetExceeded):  # OpenAI's answer when an account's quota is spent
         error_type, code = "insufficient_quota", "insufficient_quota"
+    elif isinstance(exc, GuardrailTriggered):
+        code = "content_filter"  # as Azure OpenAI answers a request its content filter refused
     return {"error": {"message": exc.reason, "type": error_type, "param": param, "code": code}}
 
 
 def error_reply(exc: BaseException) -> Reply:
     """The reply for any exception (the one place the OpenAI front shapes errors)."""
-    if not isinstance(exc, MLStreamError):
-        log.error("unexpected error while handling a request", exc_info=exc)
-        exc = MLStreamError("internal error: the server failed to handle the request")
-    return Reply(exc.http_status, error_body(exc), dict(exc.headers))
+    error = known_error(exc)
+    return Reply(error.http_status, error_body(error), dict(error.headers))
 
 
 def error_event(exc: MLStreamError) -> bytes:
