@@ -73,6 +73,12 @@ def report(probe: dict) -> None:
           "| -> first event written:", median((r["first_write"] - r["open_end"]) * 1000 for r in requests))
     print("  handler thread CPU, head in -> first event:",
           median((r["thread_cpu_first"] - r["thread_cpu_start"]) * 1000 for r in requests),
+          "| of which head in -> provider call:",
+          median((r["thread_cpu_open_start"] - r["thread_cpu_start"]) * 1000 for r in requests),
+          "| provider call -> its head:",
+          median((r["thread_cpu_open_end"] - r["thread_cpu_open_start"]) * 1000 for r in requests),
+          "| -> first event written:",
+          median((r["thread_cpu_first"] - r["thread_cpu_open_end"]) * 1000 for r in requests),
           "| process CPU:", median((r["cpu_first"] - r["cpu_start"]) * 1000 for r in requests))
     print("  previous stream's last write -> this head in:",
           median((r["start"] - r["previous_last_write"]) * 1000 for r in requests),

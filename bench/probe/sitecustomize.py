@@ -1,7 +1,9 @@
 """Stage timings inside an mlstream server, for ``bench/probe/first_token.py``.
 
 Loaded by Python at start-up when this directory is on PYTHONPATH; does nothing
-unless ``MLSTREAM_PROBE`` names the JSON file to write at exit. For each request it
+unless ``MLSTREAM_PROBE`` names the JSON file to write at exit (or one of
+``cpu_profile.py``'s hooks is asked for: ``MLSTREAM_PROFILE``, ``MLSTREAM_STAGES``,
+``MLSTREAM_OPCODES``). For each request it
 records, on the handler thread: when its head was in, when its provider call was
 opened and answered, when its first event was written; the process's and the
 thread's CPU time and the thread's run-queue wait (``/proc/thread-self/schedstat``:
@@ -19,6 +21,21 @@ import json
 import os
 import threading
 import time
+
+if os.environ.get("MLSTREAM_PROFILE"):  # cpu_profile.py: every thread under cProfile
+    import profile_hook
+
+    profile_hook.install()
+
+if os.environ.get("MLSTREAM_STAGES"):  # cpu_profile.py --stages: thread CPU per named function
+    import stage_hook
+
+    stage_hook.install()
+
+if os.environ.get("MLSTREAM_OPCODES"):  # cpu_profile.py --opcodes: bytecodes and C calls per function
+    import opcode_hook
+
+    opcode_hook.install()
 
 if os.environ.get("MLSTREAM_PROBE"):
     from mlstream import upstream
@@ -80,12 +97,12 @@ if os.environ.get("MLSTREAM_PROBE"):
     def open_probed(self, wait):  # type: ignore[no-untyped-def]
         record = getattr(threading.current_thread(), "_probe", None)
         if record is not None:
-            record["open_start"] = _now()
+            record["open_start"], record["thread_cpu_open_start"] = _now(), time.thread_time()
         try:
             return _open(self, wait)
         finally:
             if record is not None:
-                record["open_end"] = _now()
+                record["open_end"], record["thread_cpu_open_end"] = _now(), time.thread_time()
 
     def finish_probed(response, *, reusable):  # type: ignore[no-untyped-def]
         began = _now()
