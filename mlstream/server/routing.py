@@ -108,6 +108,10 @@ class StreamReply:
     events: StreamEvents  # the front's, from the stream's values
 
 _PARAM = re.compile(r"\{(\w+)\}")
+# Matches remembered by (method, path): a predict path matched ~50 route regexes in turn on
+# every request. Paths carry ids, so the memo is cleared when full, and long paths are not kept.
+MAX_REMEMBERED_MATCHES = 4096
+MAX_REMEMBERED_PATH = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +131,9 @@ class Router:
         self._routes: list[Route] = []
         self._default_front = default_front  # of routes added without one, and unclaimed paths
         self._front_prefixes: list[tuple[str, Front]] = []  # (path prefix, front) for unmatched paths
+        # (method, path) -> what match found; only matches (a 404 or 405 is worked out each time).
+        # Read and written without a lock: a lookup, a store and a clear are each atomic.
+        self._matches: dict[tuple[str, str], tuple[Route, dict[str, str]]] = {}
 
     def add(self, method: str, template: str, handler: Callable[[Request], "Reply | StreamReply"],
             role: str = "admin", front: Front | None = None, *, segments: dict[str, str] | None = None,
@@ -138,6 +145,7 @@ class Router:
                            re.escape(template).replace(r"\{", "{").replace(r"\}", "}"))
         self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role,
                                   front or self._default_front, raw_body))
+        self._matches.clear()  # a new route may take a path an earlier one answered
 
     def claim_prefix(self, prefix: str, front: Front) -> None:
         """``prefix`` (``/v1``) and the paths under it belong to ``front``, matched or not
@@ -159,6 +167,19 @@ class Router:
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The first route for ``method`` and ``path``; 405 if only other methods fit, else 404."""
+        key = (method, path)
+        remembered = self._matches.get(key)
+        if remembered is not None:
+            return remembered[0], dict(remembered[1])  # a copy: the request's own
+        route, params = self._search(method, path)
+        if len(path) <= MAX_REMEMBERED_PATH:
+            if len(self._matches) >= MAX_REMEMBERED_MATCHES:
+                self._matches.clear()
+            self._matches[key] = (route, params)
+            params = dict(params)
+        return route, params
+
+    def _search(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         allowed: list[str] = []
         for route in self._routes:
             found = route.pattern.match(path)
