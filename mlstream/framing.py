@@ -72,6 +72,9 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # RFC 9112 §2.3: HTTP-version = "HTTP/" DIGIT "." DIGIT
 _VERSION = re.compile(rb"HTTP/([0-9])\.([0-9])")
 _END_OF_HEAD = (b"\r\n", b"\n", b"")
+# A field line in its usual shape: token ":" value CRLF, the value free of NUL, CR and LF,
+# its surrounding spaces and tabs outside the group (what HeadLines.give makes of it).
+_FIELD_LINE = re.compile(rb"^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00\r\n]*?)[ \t]*\r\n", re.MULTILINE)
 # Strictly hex digits: int(x, 16) would also take "-1", "0x10" or "1_0".
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _DIGITS = re.compile(r"[0-9]+")
@@ -197,6 +200,8 @@ class HeadLines:
 
     This replaces the stdlib's head parser (``http.client.parse_headers``), which
     goes through the email package: a tenth of a millisecond on every request.
+    ``take`` reads a whole head at once from what a reader has buffered, when every
+    line of it has the usual shape (a fraction of the work of ``give`` line by line).
     """
 
     __slots__ = ("_fields", "_lines", "_bytes")
@@ -205,6 +210,30 @@ class HeadLines:
         self._fields: list[tuple[str, str]] = []
         self._lines = 0
         self._bytes = 0
+
+    def take(self, buffered: bytes) -> int:
+        """The whole head at once from ``buffered`` (a reader's next bytes, e.g. its
+        ``peek()``): how many of them it takes, its empty line included; the caller
+        consumes exactly those. 0 (nothing taken) unless nothing was given yet, the head
+        ends inside ``buffered`` (CRLF CRLF) and every line is ``token ":" value CRLF``
+        with no NUL, CR or LF in the value, within the bounds: then ``give``, line by
+        line, decides as always (the same fields, the same errors)."""
+        if self._lines:
+            return 0
+        if buffered.startswith(b"\r\n"):
+            return 2  # no fields at all
+        end = buffered.find(b"\r\n\r\n")
+        if end < 0 or end + 2 > MAX_HEAD_LINE:
+            return 0
+        block = buffered[:end + 2]
+        fields = _FIELD_LINE.findall(block)
+        # Each match is one whole line (from a line's start to its CRLF, nothing in
+        # between can end a line): as many matches as line ends means every line matched.
+        if len(fields) != block.count(b"\n") or len(fields) > MAX_HEAD_LINES:
+            return 0
+        self._fields = [(name.decode("ascii"), value.decode("latin-1")) for name, value in fields]
+        self._lines, self._bytes = len(fields), len(block)
+        return end + 4
 
     def give(self, line: bytes) -> bool:
         if line in _END_OF_HEAD:
@@ -247,11 +276,16 @@ class IndexedMessage(HTTPMessage):
     def __init__(self, fields: list[tuple[str, str]]) -> None:
         super().__init__()
         self._headers = list(fields)
-        first: dict[str, str] = {}
-        for name, value in fields:
-            first.setdefault(name.lower(), value)
-        self._first: dict[str, str] | None = first
+        # the first value of each name wins: built from the last field to the first
+        self._first: dict[str, str] | None = {name.lower(): value for name, value in reversed(fields)}
         self._indexed = len(fields)
+
+    def first_values(self) -> Mapping[str, str]:
+        """Each field's first value by its lowercased name, as ``get`` answers (a dict
+        lookup instead of a method call, for a reader of many fields)."""
+        if self._first is not None and len(self._headers) == self._indexed:
+            return self._first
+        return {name.lower(): value for name, value in reversed(self._headers)}
 
     def get(self, name: str, failobj: Any = None) -> Any:  # type: ignore[override]
         if self._first is not None and len(self._headers) == self._indexed:

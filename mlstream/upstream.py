@@ -105,8 +105,13 @@ class ProviderResponse(http.client.HTTPResponse):
     def _read_head(self) -> http.client.HTTPMessage:
         head = HeadLines()
         try:
-            while not head.give(self.fp.readline(MAX_HEAD_LINE + 1)):
-                pass
+            # the whole head at once when it came with the status line (it usually does)
+            taken = head.take(self.fp.peek()) if hasattr(self.fp, "peek") else 0
+            if taken:
+                self.fp.read(taken)
+            else:
+                while not head.give(self.fp.readline(MAX_HEAD_LINE + 1)):
+                    pass
         except MLStreamError as exc:
             raise http.client.HTTPException(f"the provider's answer head is malformed: {exc}") from None
         return head.message()

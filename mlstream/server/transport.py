@@ -88,6 +88,7 @@ class Host(Protocol):
 
 
 _date: tuple[int, str] = (0, "")  # (second, its Date header value)
+_SCRIPT_FIELD = SCRIPT_HEADER[0].lower()
 
 
 class HTTPRequestHandler(BaseHTTPRequestHandler):
@@ -130,8 +131,14 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             line = parse_request_line(self.raw_requestline)
             self.command, self.path, self.request_version = line.method, line.target, line.version
             head = HeadLines()
-            while not head.give(self.rfile.readline(MAX_HEAD_LINE + 1)):
-                pass
+            # The whole head at once when the reader holds it (it usually came in one
+            # packet with the request line), else line by line.
+            taken = head.take(self.rfile.peek()) if hasattr(self.rfile, "peek") else 0
+            if taken:
+                self.rfile.read(taken)
+            else:
+                while not head.give(self.rfile.readline(MAX_HEAD_LINE + 1)):
+                    pass
         except MLStreamError as exc:
             self._disarm_head_deadline()
             self.send_error(exc.http_status, str(exc))
@@ -139,11 +146,17 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         self._disarm_head_deadline()
         if self.path.startswith("//"):
             self.path = "/" + self.path.lstrip("/")  # never taken for a scheme-relative URL (gh-87389)
-        self.headers = head.message()
-        connection = {token.strip().lower() for token in self.headers.get("Connection", "").split(",")}
-        self.close_connection = "close" in connection or not (line.keep_alive or "keep-alive" in connection)
-        if (line.keep_alive and self.headers.get("Expect", "").lower() == "100-continue"
-                and not self.handle_expect_100()):
+        self.headers = message = head.message()
+        # What this module reads of the head, by lowercased name: a dict lookup each.
+        self._fields = fields = message.first_values()
+        connection = fields.get("connection")
+        if connection is None:
+            self.close_connection = not line.keep_alive
+        else:
+            tokens = {token.strip().lower() for token in connection.split(",")}
+            self.close_connection = "close" in tokens or not (line.keep_alive or "keep-alive" in tokens)
+        expect = fields.get("expect")
+        if line.keep_alive and expect is not None and expect.lower() == "100-continue" and not self.handle_expect_100():
             return False
         return True
 
@@ -170,7 +183,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         started = time.monotonic()
         host = self.host
         self._body_read = False
-        self._request_id = request_id(self.headers.get("X-Request-Id"))
+        fields = self._fields
+        self._request_id = request_id(fields.get("x-request-id"))
         parts = urlsplit(self.path)
         # OpenSearch's router ignores a trailing slash (clients send ".../_predict/").
         path = (parts.path.rstrip("/") or "/") if parts.path.endswith("/") else parts.path
@@ -182,7 +196,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         host.in_flight.begin_request()
         try:
             query = dict(parse_qsl(parts.query, keep_blank_values=True)) if parts.query else {}
-            accept_encoding = self.headers.get("Accept-Encoding")
+            accept_encoding = fields.get("accept-encoding")
             if query or accept_encoding:
                 self._format = responses.reply_format(query, accept_encoding)
             route, params = host.router.match(self.command, path)
@@ -191,10 +205,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._access.model_id = params.get("model_id")
             key = None
             if route.role != "public":
-                key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
-                                                      api_key=self.headers.get("x-api-key"),
-                                                      from_script=from_script(self.headers.get(SCRIPT_HEADER[0])))
-            check_content_type(self.headers.get("Content-Type"), self._declares_body(), route.raw_body)
+                key = host.authenticator.authenticate(fields.get("authorization"), route.role,
+                                                      api_key=fields.get("x-api-key"),
+                                                      from_script=from_script(fields.get(_SCRIPT_FIELD)))
+            check_content_type(fields.get("content-type"), self._declares_body(), route.raw_body)
             self._meter = CallMeter(key, self._request_id)
             body = self._read_body()
             request = Request(self.command, path, query, body if route.raw_body else parse_json_body(body),
@@ -250,13 +264,13 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         return self._front.error_reply(exc, self._format.error_trace)
 
     def _declares_body(self) -> bool:
-        return declares_body(self.headers.get("Transfer-Encoding"), self.headers.get("Content-Length"))
+        return declares_body(self._fields.get("transfer-encoding"), self._fields.get("content-length"))
 
     # --- request body ----------------------------------------------------------
 
     def _read_body(self) -> bytes:
         """Exactly the body's bytes, never one past it (the next request may follow)."""
-        framing = body_framing(self.headers.get("Transfer-Encoding"), self.headers.get("Content-Length"),
+        framing = body_framing(self._fields.get("transfer-encoding"), self._fields.get("content-length"),
                                self.host.settings.max_body_bytes)
         if framing.close_after:
             self.close_connection = True
@@ -268,7 +282,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(framing.length) if framing.length else b""
         self._body_read = True
-        content_encoding = self.headers.get("Content-Encoding") if body else None
+        content_encoding = self._fields.get("content-encoding") if body else None
         if content_encoding:
             # The decoded size counts against the same limit: a bomb is a 413, not memory.
             body = decode_content(body, content_encoding, self.host.settings.max_body_bytes)
