@@ -49,10 +49,13 @@ class Channel:
     def __init__(self, capacity: int) -> None:
         self._items: queue.SimpleQueue[Any] = queue.SimpleQueue()  # lists of items, or _WAKE
         self._batch: deque[Any] = deque()  # the writer's: what is left of the list it took last
+        # Credits: ``_fresh`` never used yet (the reader's own count: only the thread that
+        # puts touches it), then those the writer gave back, on a queue the reader can
+        # wait on. Filling the queue with ``capacity`` credits up front was a Python loop
+        # on every stream's way to its first token.
+        self._fresh = capacity
         self._credits: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._capacity = capacity
-        for _ in range(capacity):
-            self._credits.put(True)
         self._cancelled = threading.Event()
         self._error: MLStreamError | None = None
         # Guards _upstream, _deferred and the cancel transition: attribute swaps only;
@@ -65,8 +68,9 @@ class Channel:
 
     @property
     def held(self) -> int:
-        """Items the reader put (or is putting) that the writer has not taken yet."""
-        return self._capacity - self._credits.qsize()
+        """Items the reader put (or is putting) that the writer has not taken yet (a
+        snapshot: exact when neither side is between operations)."""
+        return max(0, self._capacity - self._fresh - self._credits.qsize())
 
     @property
     def cancelled(self) -> bool:
@@ -79,12 +83,15 @@ class Channel:
         """
         if self._cancelled.is_set():
             return False
-        try:
-            credit = self._credits.get(timeout=timeout)
-        except queue.Empty:
-            return False
-        if credit is _WAKE or self._cancelled.is_set():
-            return False
+        if self._fresh:
+            self._fresh -= 1
+        else:
+            try:
+                credit = self._credits.get(timeout=timeout)
+            except queue.Empty:
+                return False
+            if credit is _WAKE or self._cancelled.is_set():
+                return False
         self._items.put((item,))
         return True
 
@@ -98,7 +105,8 @@ class Channel:
         while start < count:
             if self._cancelled.is_set():
                 return False
-            end = start
+            end = start + min(self._fresh, count - start)
+            self._fresh -= end - start
             try:
                 while end < count:
                     if credits.get_nowait() is _WAKE:

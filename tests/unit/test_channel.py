@@ -572,3 +572,15 @@ def test_put_many_racing_cancel_never_hangs_either_side():
             if taken == len(items):
                 channel.cancel()
         join(producer)
+
+
+def test_the_bound_is_capacity_items_with_fresh_credits_and_given_back_ones_alike():
+    channel = Channel(3)
+    assert channel.put(Delta(0), 0) and channel.put_many([Delta(1), Delta(2)], 0)
+    assert channel.held == 3
+    assert not channel.put(Delta(3), 0) and not channel.put_many([Delta(3)], 0)
+    assert channel.get(0) == Delta(0) and channel.held == 2
+    assert channel.put_many([Delta(3)], 0) and not channel.put(Delta(4), 0)
+    assert [channel.get(0) for _ in range(3)] == [Delta(1), Delta(2), Delta(3)]
+    assert channel.held == 0
+    assert channel.put_many([Delta(5), Delta(6), Delta(7)], 0) and channel.held == 3
