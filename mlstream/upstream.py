@@ -28,7 +28,6 @@ from urllib.parse import urlsplit
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3._collections import HTTPHeaderDict
 from urllib3.util import parse_url
 from urllib3.util.ssl_match_hostname import CertificateError
 from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError,
@@ -43,7 +42,7 @@ from .framing import MAX_HEAD_LINE, ChunkedBody, HeadLines, host_field, request_
 from .redaction import redact
 from .retry import RetryPolicy, parse_retry_after, send_with_retries
 from .signing import sign_request
-from .speedups import chunked_read, raw_read1
+from .speedups import chunked_read, header_dict, raw_read1
 
 # A guard for secrets, so set wherever this client is loaded, not only by the command
 # line: urllib3 logs each request's URL at DEBUG, and a connector URL may carry a key
@@ -419,7 +418,7 @@ def _exchange_on(pool: HTTPConnectionPool, request: UpstreamRequest, target: str
         if raw.will_close:
             conn.close()  # the response still reads its own file; the next call connects anew
         return urllib3.HTTPResponse(
-            body=raw, headers=HTTPHeaderDict(raw.msg.items()), status=raw.status, version=raw.version,
+            body=raw, headers=header_dict(raw.msg.items()), status=raw.status, version=raw.version,
             version_string="HTTP/1.1" if raw.version == 11 else "HTTP/1.0", reason=raw.reason,
             preload_content=False, decode_content=True, original_response=raw, pool=pool, connection=conn,
             enforce_content_length=True, request_method=request.method, request_url=target,

@@ -186,3 +186,17 @@ def test_loads_json_refuses_deep_nesting_on_a_server_sized_thread_stack(fast: bo
         threading.stack_size(previous)
     thread.join(HANG_GUARD)
     assert len(outcome) == 1 and isinstance(outcome[0], ValueError), outcome
+
+
+def test_header_dict_is_urllib3s_own_construction() -> None:
+    from urllib3._collections import HTTPHeaderDict
+
+    fields = [("Content-Type", "text/event-stream"), ("Set-Cookie", "a=1"), ("set-cookie", "b=2"),
+              ("X-Empty", ""), ("Transfer-Encoding", "chunked"), ("SET-COOKIE", "c=3")]
+    made, expected = speedups.header_dict(fields), HTTPHeaderDict(fields)
+    assert isinstance(made, HTTPHeaderDict)
+    assert made._container == expected._container
+    assert list(made.items()) == list(expected.items()) and made == expected
+    assert made["set-cookie"] == "a=1, b=2, c=3" and made.getlist("Set-Cookie") == ["a=1", "b=2", "c=3"]
+    assert made.get("content-type") == "text/event-stream" and "x-empty" in made
+    assert speedups.header_dict([])._container == {}
