@@ -142,16 +142,33 @@ def body_ready(response: Any, wait: float = 0.0) -> bool:
     sock = getattr(connection, "sock", None)
     if reader is None or sock is None or not hasattr(reader, "peek"):
         return False
-    if _read_ready(inner, reader, sock):
+    if _read_ready_now(inner, reader, sock):
         return True
     try:
         readable, _, _ = select.select([sock], [], [], wait) if wait > 0 else ([], [], [])
     except (OSError, ValueError):
         return False
-    return bool(readable) and _read_ready(inner, reader, sock)
+    return bool(readable) and _read_ready_now(inner, reader, sock)
 
 
-def _read_ready(inner: Any, reader: Any, sock: Any) -> bool:
+def _read_ready_now(inner: Any, reader: Any, sock: Any) -> bool:
+    """``_read_ready`` with the socket non-blocking for its peeks: one timeout change
+    each way (each a system call), not one per peek."""
+    try:
+        timeout = sock.gettimeout()
+        sock.settimeout(0.0)  # the raw read returns None instead of waiting
+    except (OSError, ValueError):
+        return False
+    try:
+        return _read_ready(inner, reader)
+    finally:
+        try:
+            sock.settimeout(timeout)
+        except (OSError, ValueError):
+            pass  # closed meanwhile: the next read says so
+
+
+def _read_ready(inner: Any, reader: Any) -> bool:
     """Whether http.client's next ``read1`` returns without waiting on the socket.
 
     Any byte will do, except between the chunks of a chunked body: there the read
@@ -161,13 +178,13 @@ def _read_ready(inner: Any, reader: Any, sock: Any) -> bool:
     buffer refills with what followed it.
     """
     if not getattr(inner, "chunked", False) or inner.chunk_left:  # not chunked, or inside a chunk
-        return bool(_peek(reader, sock))
+        return bool(_peek(reader))
     if inner.chunk_left == 0:  # a chunk's data read, its CRLF not yet
-        if len(_peek(reader, sock)) < 2:
+        if len(_peek(reader)) < 2:
             return False
         inner._safe_read(2)  # buffered: no wait
         inner.chunk_left = None
-    buffered = _peek(reader, sock)
+    buffered = _peek(reader)
     line_end = buffered.find(b"\n")
     if line_end < 0:
         return False
@@ -182,16 +199,12 @@ def _read_ready(inner: Any, reader: Any, sock: Any) -> bool:
     return rest.startswith((b"\r\n", b"\n")) or b"\n\r\n" in rest or b"\n\n" in rest
 
 
-def _peek(reader: Any, sock: Any) -> bytes:
-    """What is buffered, or else what one non-blocking read of the socket brings."""
-    timeout = sock.gettimeout()
+def _peek(reader: Any) -> bytes:
+    """What is buffered, or else what one read of the (non-blocking) socket brings."""
     try:
-        sock.settimeout(0.0)  # the raw read returns None instead of waiting
         return reader.peek(1) or b""
     except (OSError, ValueError):
         return b""
-    finally:
-        sock.settimeout(timeout)
 
 
 def header_dict(fields: Iterable[tuple[str, str]]) -> HTTPHeaderDict:
