@@ -12,6 +12,9 @@ internal it relies on.
 - ``escape_json_string``: ``json.encoder.encode_basestring``, json's C string
   escaper, is ``json.dumps(text)`` without its per-call setup; it runs once per
   relayed token.
+- ``whole_read``: a non-stream answer with a Content-Length read by http.client's
+  ``read`` under a urllib3 response: urllib3's read (its decoder queue, error-catching
+  context manager, length bookkeeping) cost hundreds of bytecodes per answer.
 - ``chunked_read``: a chunked body read straight off http.client's buffered reader
   (``response._fp.fp``), every chunk that has arrived decoded in one pass
   (``framing.ChunkedBody``). http.client's ``read1`` returns one chunk per call, and
@@ -101,6 +104,20 @@ def raw_read1(response: Any) -> Callable[[int], bytes]:
     if encoding == "identity" and raw is not None and hasattr(raw, "read1"):
         return raw.read1
     return response.read1
+
+
+def whole_read(response: Any, limit: int) -> bytes | None:
+    """A body of at most ``limit`` bytes with a Content-Length and no content coding,
+    read whole by http.client's own response under a urllib3 one (``response._fp``),
+    which closes its reader at the end as urllib3 would; None for any other body (left
+    to urllib3's ``read``, which decodes, and bounds a body of unknown length)."""
+    raw = getattr(response, "_fp", None)
+    length = getattr(raw, "length", None)
+    if length is None or length > limit or getattr(raw, "chunked", True) or not hasattr(raw, "read"):
+        return None
+    if (response.headers.get("Content-Encoding") or "identity").strip().lower() != "identity":
+        return None
+    return raw.read()
 
 
 def chunked_read(response: Any, new_body: Callable[[int | None], Any]) -> Callable[[int], bytes] | None:

@@ -42,7 +42,7 @@ from .framing import MAX_HEAD_LINE, ChunkedBody, HeadLines, host_field, request_
 from .redaction import redact
 from .retry import RetryPolicy, parse_retry_after, send_with_retries
 from .signing import sign_request
-from .speedups import chunked_read, header_dict, raw_read1
+from .speedups import chunked_read, header_dict, raw_read1, whole_read
 
 # A guard for secrets, so set wherever this client is loaded, not only by the command
 # line: urllib3 logs each request's URL at DEBUG, and a connector URL may carry a key
@@ -211,7 +211,9 @@ class UpstreamClient:
                   limit: int = MAX_RESPONSE_BYTES) -> bytes:
         """Read a whole (bounded) body and give the connection back to the pool."""
         try:
-            body = response.read(limit + 1)
+            body = whole_read(response, limit)
+            if body is None:
+                body = response.read(limit + 1)
             if len(body) > limit:
                 response.close()
                 raise UpstreamError(f"the provider's answer is larger than {limit} bytes")

@@ -200,3 +200,24 @@ def test_header_dict_is_urllib3s_own_construction() -> None:
     assert made["set-cookie"] == "a=1, b=2, c=3" and made.getlist("Set-Cookie") == ["a=1", "b=2", "c=3"]
     assert made.get("content-type") == "text/event-stream" and "x-empty" in made
     assert speedups.header_dict([])._container == {}
+
+
+def test_whole_read_takes_a_length_body_through_http_client_and_leaves_the_rest() -> None:
+    response, sock = response_over(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world")
+    assert speedups.whole_read(response, 64) == b"hello world"
+    assert response._fp.isclosed()  # http.client's end of a body: its reader closed, as urllib3 leaves it
+    sock.close()
+    for raw, limit in [(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 64),
+                       (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc", 64),
+                       (b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world", 10),
+                       (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end", 64)]:
+        response, sock = response_over(raw)
+        assert speedups.whole_read(response, limit) is None  # urllib3 reads (and bounds, and decodes) it
+        sock.close()
+
+
+def test_whole_read_of_a_short_body_raises_as_http_client_does() -> None:
+    response, sock = response_over(b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\nhello")
+    with pytest.raises(http.client.IncompleteRead):
+        speedups.whole_read(response, 64)
+    sock.close()
