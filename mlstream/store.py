@@ -168,6 +168,7 @@ class SQLiteStore(Store):
         self._read_lock = threading.Lock()
         # Each thread's change counter inside one_counter_reading (active, value).
         self._pinned = threading.local()
+        self._one_reading = _OneCounterReading(self._pinned)
         # The WAL index (mlstream.db-shm) read-only, for its header; None: not readable,
         # every reading of the change counter asks SQLite (see _read_counter).
         self._wal_index: int | None = None
@@ -284,14 +285,8 @@ class SQLiteStore(Store):
             pinned.value = self._read_counter()
         return pinned.value
 
-    @contextmanager
-    def one_counter_reading(self) -> Iterator[None]:
-        pinned = self._pinned
-        pinned.active, pinned.value = True, None
-        try:
-            yield
-        finally:
-            pinned.active, pinned.value = False, None
+    def one_counter_reading(self) -> "_OneCounterReading":  # type: ignore[override]
+        return self._one_reading  # its state is the thread's: one object serves every thread
 
     def _read_counter(self) -> int:
         """PRAGMA data_version, unless the WAL index header shows that nothing was committed
@@ -417,6 +412,24 @@ class SQLiteStore(Store):
             return self._db.execute(sql, params)
         except sqlite3.Error as exc:
             raise StoreError(f"store operation failed: {exc}") from exc
+
+
+class _OneCounterReading:
+    """``SQLiteStore.one_counter_reading``: a plain context manager rather than a generator
+    one (a generator, its wrapper and their calls on every request)."""
+
+    __slots__ = ("_pinned",)
+
+    def __init__(self, pinned: threading.local) -> None:
+        self._pinned = pinned
+
+    def __enter__(self) -> None:
+        pinned = self._pinned
+        pinned.active, pinned.value = True, None
+
+    def __exit__(self, *exc_info: object) -> None:
+        pinned = self._pinned
+        pinned.active, pinned.value = False, None
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..connectors import Connector, UpstreamRequest
@@ -36,7 +36,8 @@ class OpenAIDialect:
             body["stream_options"] = parameters["stream_options"]
         headers = dict(request.headers)
         headers.setdefault("Accept", "text/event-stream")
-        return replace(request, headers=headers, body=_encode_body(body))
+        # (dataclasses.replace looks the fields up on every call: a third of this method)
+        return UpstreamRequest(request.method, request.url, headers, _encode_body(body))
 
     def new_decoder(self, kind: StreamKind = StreamKind.TEXT) -> "OpenAIStreamDecoder | OpenAIChatDecoder":
         """RELAY (the OpenAI front): every chunk relayed whole (``Chunk``), not just its text.
