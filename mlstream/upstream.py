@@ -407,7 +407,8 @@ def _exchange_on(pool: HTTPConnectionPool, request: UpstreamRequest, target: str
             except (ssl.SSLError, CertificateError) as exc:
                 raise SSLError(exc) from exc
         sock = conn.sock
-        sock.settimeout(config.read_timeout)
+        if sock.gettimeout() != config.read_timeout:  # a pooled connection has it already: no ioctl
+            sock.settimeout(config.read_timeout)
         try:
             sock.sendall(data)
         except OSError as exc:
