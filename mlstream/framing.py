@@ -603,20 +603,23 @@ class ChunkedBody:
         end_of_buf = len(buf)
         parts: list[bytes] = []
         pos = 0
+        # The state in locals for the loop (a provider sends one event per chunk: this
+        # runs per token), written back once at the end.
+        left, crlf, trailers = self._left, self._crlf, self._trailers
         while pos < end_of_buf:
-            if self._left:
-                take = min(self._left, end_of_buf - pos)
+            if left:
+                take = min(left, end_of_buf - pos)
                 parts.append(buf[pos:pos + take])
                 pos += take
-                self._left -= take
+                left -= take
                 continue
-            if self._crlf:
+            if crlf:
                 if end_of_buf - pos < 2:
                     break
                 if buf[pos:pos + 2] != b"\r\n":
                     raise ProtocolError("a chunk of the body is not followed by CRLF")
                 pos += 2
-                self._crlf = False
+                crlf = False
                 continue
             line_end = buf.find(b"\n", pos)
             if line_end < 0:
@@ -625,7 +628,7 @@ class ChunkedBody:
                 break
             line = buf[pos:line_end]
             pos = line_end + 1
-            if self._trailers:
+            if trailers:
                 if line in (b"", b"\r"):
                     self.done = True
                     break
@@ -642,8 +645,16 @@ class ChunkedBody:
             if size < 0:
                 raise ProtocolError("a negative chunk size")
             if size == 0:
-                self._trailers = True
+                trailers = True
+                continue
+            data_end = pos + size
+            if data_end + 2 <= end_of_buf:  # the whole chunk is here, its CRLF too: taken at once
+                if buf[data_end:data_end + 2] != b"\r\n":
+                    raise ProtocolError("a chunk of the body is not followed by CRLF")
+                parts.append(buf[pos:data_end])
+                pos = data_end + 2
             else:
-                self._left, self._crlf = size, True
+                left, crlf = size, True
+        self._left, self._crlf, self._trailers = left, crlf, trailers
         self._buffer = buf[pos:] if pos < end_of_buf and not self.done else b""
         return parts[0] if len(parts) == 1 else b"".join(parts)

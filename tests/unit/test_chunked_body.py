@@ -9,6 +9,8 @@ import http.client
 import io
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlstream.errors import ProtocolError
 from mlstream.framing import MAX_CHUNK_LINE, MAX_TRAILER_BYTES, ChunkedBody
@@ -125,3 +127,25 @@ def test_a_body_cut_short_is_an_incomplete_read() -> None:
     with pytest.raises(http.client.IncompleteRead):
         while read(65536):
             pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(st.binary(min_size=1, max_size=40), max_size=12),
+       cuts=st.lists(st.integers(0, 600), max_size=6), extension=st.booleans(), upper=st.booleans())
+def test_any_body_fed_in_any_pieces_gives_its_data_whole_chunks_or_not(pieces, cuts, extension, upper) -> None:
+    """Whole chunks taken at once and chunks split across feeds (the other path) agree."""
+    size = (lambda n: b"%X" % n) if upper else (lambda n: b"%x" % n)
+    body = b"".join(size(len(p)) + (b";x=1" if extension else b"") + b"\r\n" + p + b"\r\n" for p in pieces)
+    body += b"0\r\n\r\n"
+    decoder, out, at = ChunkedBody(), [], 0
+    for cut in sorted(min(c, len(body)) for c in cuts) + [len(body)]:
+        out.append(decoder.feed(body[at:cut]))
+        at = cut
+    assert b"".join(out) == b"".join(pieces) and decoder.done
+    one_by_one = ChunkedBody()
+    assert b"".join(one_by_one.feed(body[i:i + 1]) for i in range(len(body))) == b"".join(pieces)
+
+
+def test_a_whole_chunk_without_its_crlf_is_refused() -> None:
+    with pytest.raises(ProtocolError, match="CRLF"):
+        ChunkedBody().feed(b"3\r\nabcXY0\r\n\r\n")
