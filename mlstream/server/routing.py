@@ -109,7 +109,8 @@ class StreamReply:
 
 _PARAM = re.compile(r"\{(\w+)\}")
 # Matches remembered by (method, path): a predict path matched ~50 route regexes in turn on
-# every request. Paths carry ids, so the memo is cleared when full, and long paths are not kept.
+# every request (and its front, by path). Paths carry ids, so each memo is cleared when full,
+# and long paths are not kept.
 MAX_REMEMBERED_MATCHES = 4096
 MAX_REMEMBERED_PATH = 512
 
@@ -134,6 +135,7 @@ class Router:
         # (method, path) -> what match found; only matches (a 404 or 405 is worked out each time).
         # Read and written without a lock: a lookup, a store and a clear are each atomic.
         self._matches: dict[tuple[str, str], tuple[Route, dict[str, str]]] = {}
+        self._fronts: dict[str, Front] = {}  # path -> front_of(path), the same way
 
     def add(self, method: str, template: str, handler: Callable[[Request], "Reply | StreamReply"],
             role: str = "admin", front: Front | None = None, *, segments: dict[str, str] | None = None,
@@ -151,6 +153,7 @@ class Router:
         """``prefix`` (``/v1``) and the paths under it belong to ``front``, matched or not
         (its 404 and 405 bodies)."""
         self._front_prefixes.append((prefix.rstrip("/"), front))
+        self._fronts.clear()
 
     @property
     def default_front(self) -> Front:
@@ -158,6 +161,17 @@ class Router:
 
     def front_of(self, path: str) -> Front:
         """The front of the longest prefix claiming ``path`` (``/v1/messages`` within ``/v1``)."""
+        remembered = self._fronts.get(path)
+        if remembered is not None:
+            return remembered
+        found = self._search_front(path)
+        if len(path) <= MAX_REMEMBERED_PATH:
+            if len(self._fronts) >= MAX_REMEMBERED_MATCHES:
+                self._fronts.clear()
+            self._fronts[path] = found
+        return found
+
+    def _search_front(self, path: str) -> Front:
         found, length = self._default_front, -1
         for prefix, front in self._front_prefixes:
             if (len(prefix) > length and path.startswith(prefix)

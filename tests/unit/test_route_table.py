@@ -63,3 +63,14 @@ def test_the_memory_is_bounded_in_entries_and_path_length(monkeypatch):
     long_id = "x" * (routing.MAX_REMEMBERED_PATH + 1)
     assert router.match("GET", f"/models/{long_id}")[1] == {"model_id": long_id}
     assert all(len(path) <= routing.MAX_REMEMBERED_PATH for _, path in router._matches)
+
+
+def test_a_paths_front_is_the_longest_claiming_prefix_before_and_after_a_claim():
+    router = table()
+    other, inner = Front("other", FRONT.error_reply), Front("inner", FRONT.error_reply)
+    assert router.front_of("/v1/messages") is FRONT
+    router.claim_prefix("/v1", other)
+    assert router.front_of("/v1/messages") is other and router.front_of("/v1x") is FRONT
+    router.claim_prefix("/v1/messages/", inner)
+    assert [router.front_of("/v1/messages") for _ in range(2)] == [inner, inner]
+    assert router.front_of("/v1/models") is other
