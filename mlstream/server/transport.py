@@ -158,7 +158,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             tokens = {token.strip().lower() for token in connection.split(",")}
             self.close_connection = "close" in tokens or not (line.keep_alive or "keep-alive" in tokens)
         expect = fields.get("expect")
-        if line.keep_alive and expect is not None and expect.lower() == "100-continue" and not self.handle_expect_100():
+        if (line.keep_alive and expect is not None and expect.lower() == "100-continue"
+                and not self.handle_expect_100()):
             return False
         return True
 

@@ -63,7 +63,8 @@ def test_a_commit_by_another_process_moves_it_at_once(tmp_path: Path) -> None:
         before = mine.change_counter()
         assert mine.change_counter() == before
         script = ("import sys; from pathlib import Path; from mlstream.store import Record, SQLiteStore; "
-                  "s = SQLiteStore(Path(sys.argv[1])); s.put('apikey', Record('k', {'role': 'admin'}, 'h')); s.close()")
+                  "s = SQLiteStore(Path(sys.argv[1])); "
+                  "s.put('apikey', Record('k', {'role': 'admin'}, 'h')); s.close()")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=HANG_GUARD, env=env)
         assert mine.change_counter() != before
