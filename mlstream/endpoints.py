@@ -28,17 +28,9 @@ class EndpointPolicy:
 
     def check_url(self, url: str) -> str:
         """Raise EndpointRefused unless ``url`` is trusted; return its host."""
-        try:
-            parts = urlsplit(url)
-            hostname = parts.hostname
-        except ValueError:  # e.g. an unbalanced "[" in the host
-            raise EndpointRefused("Connector URL is not a valid URL") from None
-        if not any(pattern.match(url) for pattern in _compiled(self.trusted_patterns)):
-            raise EndpointRefused(
-                f"Connector URL is not matching the trusted connector endpoint regex, URL is: {_safe(url)}")
-        if parts.scheme not in ("http", "https") or not hostname:
-            raise EndpointRefused(f"Connector URL must be http or https with a host, URL is: {_safe(url)}")
-        return hostname
+        if len(url) <= MAX_REMEMBERED_URL:
+            return _checked_host(self.trusted_patterns, url)
+        return _check_url(self.trusted_patterns, url)
 
     def check_literal_host(self, host: str) -> None:
         """The create-time check (no DNS): a literal private address or a local name is refused.
@@ -48,11 +40,42 @@ class EndpointPolicy:
         """
         if self.allow_private:
             return
-        name = host.lower().rstrip(".")
-        address = literal_address(name)
-        if (name in _LOCAL_NAMES or name.endswith(".localhost")
-                or (address is not None and is_private(address))):
+        if _local_or_private(host) if len(host) <= MAX_REMEMBERED_HOST else _local_or_private.__wrapped__(host):
             raise EndpointRefused(private_host_message(host))
+
+
+# A connector's URL is checked before every call, the same URL against the same patterns
+# (a dozen regexes, the usual trusted one last): an accepted one is remembered, as long as
+# the URL is not long (it may be rendered from a client's parameters).
+MAX_REMEMBERED_URL = 2048
+
+
+def _check_url(trusted_patterns: tuple[str, ...], url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError:  # e.g. an unbalanced "[" in the host
+        raise EndpointRefused("Connector URL is not a valid URL") from None
+    if not any(pattern.match(url) for pattern in _compiled(trusted_patterns)):
+        raise EndpointRefused(
+            f"Connector URL is not matching the trusted connector endpoint regex, URL is: {_safe(url)}")
+    if parts.scheme not in ("http", "https") or not hostname:
+        raise EndpointRefused(f"Connector URL must be http or https with a host, URL is: {_safe(url)}")
+    return hostname
+
+
+# Only accepted URLs are kept (lru_cache keeps no exception): a refused one is checked anew.
+_checked_host = lru_cache(maxsize=1024)(_check_url)
+# Hosts longer than a DNS name may be are judged each time.
+MAX_REMEMBERED_HOST = 255
+
+
+@lru_cache(maxsize=1024)
+def _local_or_private(host: str) -> bool:
+    """A local name or a literal private address (remembered: judged before every call)."""
+    name = host.lower().rstrip(".")
+    address = literal_address(name)
+    return name in _LOCAL_NAMES or name.endswith(".localhost") or (address is not None and is_private(address))
 
 
 def private_host_message(host: str) -> str:

@@ -418,6 +418,8 @@ class _Translator:
                 continue
             if self.src.startswith("-", self.pos) and not self.src.startswith("-]", self.pos):
                 self.pos += 1
+                if self.pos >= len(self.src):  # "[a-": the range and the class both unfinished
+                    raise _refuse(self.src, "unclosed character class")
                 high = self._class_atom(items, raw)
                 if high is None:
                     raise _refuse(self.src, "a range in a character class must end at a single character")

@@ -12,12 +12,26 @@ internal it relies on.
 - ``escape_json_string``: ``json.encoder.encode_basestring``, json's C string
   escaper, is ``json.dumps(text)`` without its per-call setup; it runs once per
   relayed token.
+- ``whole_read``: a non-stream answer with a Content-Length read by http.client's
+  ``read`` under a urllib3 response: urllib3's read (its decoder queue, error-catching
+  context manager, length bookkeeping) cost hundreds of bytecodes per answer.
+- ``chunked_read``: a chunked body read straight off http.client's buffered reader
+  (``response._fp.fp``), every chunk that has arrived decoded in one pass
+  (``framing.ChunkedBody``). http.client's ``read1`` returns one chunk per call, and
+  a provider sends each event as its own chunk: a read, a decode and a hand-over per
+  token where one per burst does. At the end of the body http.client's response is
+  closed as its own reader closes it, so urllib3 gives the connection back to its pool.
 - ``body_ready``: whether a response's body has bytes to read at once, buffered with
   its head by http.client's reader (``response._fp.fp``) or waiting in the kernel (a
   non-blocking ``peek``: the socket's timeout set to 0 for it), or within a short wait
   on the socket. When they are, the thread that opened the provider call reads them
   itself instead of waking a pool worker to do it: two thread wake-ups less on the
   way to the first token.
+- ``header_dict``: urllib3's ``HTTPHeaderDict`` of a provider answer's fields with its
+  container filled directly (``_container``: lowercased name -> [name, value, ...]), as
+  ``HTTPHeaderDict(fields)`` fills it through ``extend`` and ``add``, a Python call per
+  field after an ``isinstance`` against ``typing.Mapping`` (an ABC walk): on the way to
+  every first token.
 - ``start_thread_nowait``: ``_thread.start_new_thread`` starts a bare thread without
   waiting for it to run. ``threading.Thread.start`` waits, and with a thousand
   streams contending for the GIL that wait stalled the accept loop for seconds.
@@ -35,10 +49,13 @@ command line sets them once at start-up (``cli.tune_process``).
 from __future__ import annotations
 
 import _thread
+import http.client
 import json
 import select
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
+
+from urllib3._collections import HTTPHeaderDict
 
 try:
     import orjson
@@ -89,6 +106,49 @@ def raw_read1(response: Any) -> Callable[[int], bytes]:
     return response.read1
 
 
+def whole_read(response: Any, limit: int) -> bytes | None:
+    """A body of at most ``limit`` bytes with a Content-Length and no content coding,
+    read whole by http.client's own response under a urllib3 one (``response._fp``),
+    which closes its reader at the end as urllib3 would; None for any other body (left
+    to urllib3's ``read``, which decodes, and bounds a body of unknown length)."""
+    raw = getattr(response, "_fp", None)
+    length = getattr(raw, "length", None)
+    if length is None or length > limit or getattr(raw, "chunked", True) or not hasattr(raw, "read"):
+        return None
+    if (response.headers.get("Content-Encoding") or "identity").strip().lower() != "identity":
+        return None
+    return raw.read()
+
+
+def chunked_read(response: Any, new_body: Callable[[int | None], Any]) -> Callable[[int], bytes] | None:
+    """``read(size)``: the data of every chunk of ``response``'s chunked body that has
+    arrived (waiting for one if none has), b"" at its end; None when the body is not
+    an identity-coded chunked one read by http.client. Takes over from http.client's
+    reader wherever it stopped (its ``chunk_left``, given to ``new_body``: a
+    ``framing.ChunkedBody``); nothing may read the body through http.client afterwards."""
+    encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+    inner = getattr(response, "_fp", None)
+    reader = getattr(inner, "fp", None)
+    if (encoding != "identity" or not getattr(inner, "chunked", False) or reader is None
+            or not hasattr(reader, "read1") or not hasattr(inner, "_close_conn")):
+        return None
+    body = new_body(inner.chunk_left)
+
+    def read(size: int) -> bytes:
+        while not body.done:
+            data = reader.read1(size)
+            if not data:
+                raise http.client.IncompleteRead(b"")  # as http.client's read1 says it
+            payload = body.feed(data)
+            if body.done:
+                inner._close_conn()  # http.client's own end of a body: the socket stays the pool's
+            if payload:
+                return payload
+        return b""
+
+    return read
+
+
 def body_ready(response: Any, wait: float = 0.0) -> bool:
     """True if the next read of ``response``'s body returns without waiting, after at
     most ``wait`` seconds for bytes to arrive (False at once at its end, or when shut
@@ -99,16 +159,33 @@ def body_ready(response: Any, wait: float = 0.0) -> bool:
     sock = getattr(connection, "sock", None)
     if reader is None or sock is None or not hasattr(reader, "peek"):
         return False
-    if _read_ready(inner, reader, sock):
+    if _read_ready_now(inner, reader, sock):
         return True
     try:
         readable, _, _ = select.select([sock], [], [], wait) if wait > 0 else ([], [], [])
     except (OSError, ValueError):
         return False
-    return bool(readable) and _read_ready(inner, reader, sock)
+    return bool(readable) and _read_ready_now(inner, reader, sock)
 
 
-def _read_ready(inner: Any, reader: Any, sock: Any) -> bool:
+def _read_ready_now(inner: Any, reader: Any, sock: Any) -> bool:
+    """``_read_ready`` with the socket non-blocking for its peeks: one timeout change
+    each way (each a system call), not one per peek."""
+    try:
+        timeout = sock.gettimeout()
+        sock.settimeout(0.0)  # the raw read returns None instead of waiting
+    except (OSError, ValueError):
+        return False
+    try:
+        return _read_ready(inner, reader)
+    finally:
+        try:
+            sock.settimeout(timeout)
+        except (OSError, ValueError):
+            pass  # closed meanwhile: the next read says so
+
+
+def _read_ready(inner: Any, reader: Any) -> bool:
     """Whether http.client's next ``read1`` returns without waiting on the socket.
 
     Any byte will do, except between the chunks of a chunked body: there the read
@@ -118,13 +195,13 @@ def _read_ready(inner: Any, reader: Any, sock: Any) -> bool:
     buffer refills with what followed it.
     """
     if not getattr(inner, "chunked", False) or inner.chunk_left:  # not chunked, or inside a chunk
-        return bool(_peek(reader, sock))
+        return bool(_peek(reader))
     if inner.chunk_left == 0:  # a chunk's data read, its CRLF not yet
-        if len(_peek(reader, sock)) < 2:
+        if len(_peek(reader)) < 2:
             return False
         inner._safe_read(2)  # buffered: no wait
         inner.chunk_left = None
-    buffered = _peek(reader, sock)
+    buffered = _peek(reader)
     line_end = buffered.find(b"\n")
     if line_end < 0:
         return False
@@ -139,16 +216,25 @@ def _read_ready(inner: Any, reader: Any, sock: Any) -> bool:
     return rest.startswith((b"\r\n", b"\n")) or b"\n\r\n" in rest or b"\n\n" in rest
 
 
-def _peek(reader: Any, sock: Any) -> bytes:
-    """What is buffered, or else what one non-blocking read of the socket brings."""
-    timeout = sock.gettimeout()
+def _peek(reader: Any) -> bytes:
+    """What is buffered, or else what one read of the (non-blocking) socket brings."""
     try:
-        sock.settimeout(0.0)  # the raw read returns None instead of waiting
         return reader.peek(1) or b""
     except (OSError, ValueError):
         return b""
-    finally:
-        sock.settimeout(timeout)
+
+
+def header_dict(fields: Iterable[tuple[str, str]]) -> HTTPHeaderDict:
+    """``HTTPHeaderDict(fields)``: every (name, value) kept in order, a repeated name's
+    values under its first spelling."""
+    headers = HTTPHeaderDict()
+    container = headers._container
+    for name, value in fields:
+        entry = [name, value]
+        kept = container.setdefault(name.lower(), entry)
+        if kept is not entry:
+            kept.append(value)
+    return headers
 
 
 def start_thread_nowait(function: Callable[..., object], args: tuple[Any, ...]) -> None:

@@ -157,6 +157,56 @@ class SSEDecoder:
         self._pending = bytearray(rest)
         return self._process(lines)
 
+    def feed_data(self, chunk: bytes) -> list[bytes]:
+        """As ``feed``, but only each event's data, as the bytes it came as (UTF-8 not
+        decoded: a JSON decoder takes bytes; event names, ids and retry are kept track
+        of as ``feed`` does, and not returned).
+
+        Hot path, once per provider read: when no event is under way and the bytes have
+        no CR, each complete event of the common shape (one ``data:`` line) is cut out
+        with a split, not parsed line by line; any other event, and an unfinished one
+        at the end, goes through ``feed``. The data of such an event is its bytes as
+        they came, which may not be valid UTF-8 (``feed`` would have replaced what is
+        not): a caller that needs text decodes it with ``errors="replace"``.
+        """
+        if self._skip_lf or not self._bom_checked or b"\r" in chunk:
+            return [_data_bytes(event) for event in self.feed(chunk)]
+        out: list[bytes] = []
+        if self._pending or self._in_event:
+            # The event under way (a read often ends inside one) ends at the first blank
+            # line: the first "\n\n" here, since what is pending holds no line break, or
+            # a leading "\n" when a whole line of it is already in. ``feed`` finishes it.
+            if not self._pending and chunk[:1] == b"\n":
+                cut = 1
+            else:
+                end = chunk.find(b"\n\n")
+                if end < 0:  # it does not end here
+                    return [_data_bytes(event) for event in self.feed(chunk)]
+                cut = end + 2
+            out = [_data_bytes(event) for event in self.feed(chunk[:cut])]
+            chunk = chunk[cut:]
+        blocks = chunk.split(b"\n\n")
+        rest = blocks.pop()
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:
+                if len(block) > self.MAX_LINE_BYTES:
+                    raise ProtocolError(f"SSE line longer than {self.MAX_LINE_BYTES} bytes")
+                if len(block) - 6 > self.MAX_EVENT_BYTES:
+                    raise ProtocolError(f"SSE event data longer than {self.MAX_EVENT_BYTES} bytes")
+                out.append(block[6:])
+                self._event, self._retry = b"", None  # as a dispatch leaves them
+            elif block:
+                lines = block.split(b"\n")
+                if len(block) > self.MAX_LINE_BYTES and max(map(len, lines)) > self.MAX_LINE_BYTES:
+                    raise ProtocolError(f"SSE line longer than {self.MAX_LINE_BYTES} bytes")
+                lines.append(b"")  # the blank line that ended it
+                out.extend(_data_bytes(event) for event in self._process(lines))
+            else:
+                self._event = b""  # a blank line with no event: as _process does
+        if rest:
+            out.extend(_data_bytes(event) for event in self.feed(rest))
+        return out
+
     def _process(self, lines: list[bytes]) -> list[SSEEvent]:
         events: list[SSEEvent] = []
         for line in lines:
@@ -210,3 +260,8 @@ class SSEDecoder:
         self._event = b""
         self._retry = None
         return event
+
+
+def _data_bytes(event: SSEEvent) -> bytes:
+    # "replace" decoding made it valid text; encoding it again gives UTF-8 bytes.
+    return event.data.encode("utf-8")

@@ -28,7 +28,6 @@ from urllib.parse import urlsplit
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3._collections import HTTPHeaderDict
 from urllib3.util import parse_url
 from urllib3.util.ssl_match_hostname import CertificateError
 from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError,
@@ -39,11 +38,11 @@ from .aws_credentials import AwsCredentials
 from .connectors import ClientConfig, Connector, UpstreamRequest
 from .endpoints import is_private, private_host_message
 from .errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamOverloaded, UpstreamTimeout
-from .framing import MAX_HEAD_LINE, HeadLines, host_field, request_head
+from .framing import MAX_HEAD_LINE, ChunkedBody, HeadLines, host_field, request_head
 from .redaction import redact
 from .retry import RetryPolicy, parse_retry_after, send_with_retries
 from .signing import sign_request
-from .speedups import raw_read1
+from .speedups import chunked_read, header_dict, raw_read1, whole_read
 from .telemetry.hooks import CallTrace
 
 # A guard for secrets, so set wherever this client is loaded, not only by the command
@@ -106,8 +105,13 @@ class ProviderResponse(http.client.HTTPResponse):
     def _read_head(self) -> http.client.HTTPMessage:
         head = HeadLines()
         try:
-            while not head.give(self.fp.readline(MAX_HEAD_LINE + 1)):
-                pass
+            # the whole head at once when it came with the status line (it usually does)
+            taken = head.take(self.fp.peek()) if hasattr(self.fp, "peek") else 0
+            if taken:
+                self.fp.read(taken)
+            else:
+                while not head.give(self.fp.readline(MAX_HEAD_LINE + 1)):
+                    pass
         except MLStreamError as exc:
             raise http.client.HTTPException(f"the provider's answer head is malformed: {exc}") from None
         return head.message()
@@ -208,7 +212,9 @@ class UpstreamClient:
                   limit: int = MAX_RESPONSE_BYTES) -> bytes:
         """Read a whole (bounded) body and give the connection back to the pool."""
         try:
-            body = response.read(limit + 1)
+            body = whole_read(response, limit)
+            if body is None:
+                body = response.read(limit + 1)
             if len(body) > limit:
                 response.close()
                 raise UpstreamError(f"the provider's answer is larger than {limit} bytes")
@@ -347,6 +353,25 @@ class ProviderCall:
 
         return read
 
+    def bulk_body_reader(self, response: urllib3.BaseHTTPResponse) -> Callable[[int], bytes]:
+        """As ``body_reader``, but every chunk that has arrived of a chunked body in one
+        read (``speedups.chunked_read``); from its first call on, the body is read only
+        through it (``speedups.body_ready`` no longer applies)."""
+        read_chunks = chunked_read(response, ChunkedBody)
+        if read_chunks is None:
+            return self.body_reader(response)
+        url = self.url
+
+        def read(size: int) -> bytes:
+            try:
+                return read_chunks(size)
+            except MLStreamError:
+                raise
+            except Exception as exc:
+                raise translate_error(exc, url) from exc
+
+        return read
+
     def failure(self, exc: BaseException) -> MLStreamError:
         """Any exception met while relaying this call, as our error."""
         return translate_error(exc, self.url)
@@ -410,7 +435,8 @@ def _exchange_on(pool: HTTPConnectionPool, request: UpstreamRequest, target: str
             except (ssl.SSLError, CertificateError) as exc:
                 raise SSLError(exc) from exc
         sock = conn.sock
-        sock.settimeout(config.read_timeout)
+        if sock.gettimeout() != config.read_timeout:  # a pooled connection has it already: no ioctl
+            sock.settimeout(config.read_timeout)
         try:
             sock.sendall(data)
         except OSError as exc:
@@ -423,7 +449,7 @@ def _exchange_on(pool: HTTPConnectionPool, request: UpstreamRequest, target: str
         if raw.will_close:
             conn.close()  # the response still reads its own file; the next call connects anew
         return urllib3.HTTPResponse(
-            body=raw, headers=HTTPHeaderDict(raw.msg.items()), status=raw.status, version=raw.version,
+            body=raw, headers=header_dict(raw.msg.items()), status=raw.status, version=raw.version,
             version_string="HTTP/1.1" if raw.version == 11 else "HTTP/1.0", reason=raw.reason,
             preload_content=False, decode_content=True, original_response=raw, pool=pool, connection=conn,
             enforce_content_length=True, request_method=request.method, request_url=target,

@@ -42,9 +42,13 @@ class Reasoning:
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """One of an OpenAI-interface provider's own stream chunks (its JSON text), relayed as
-    it is by the OpenAI front: role, content, tool-call and usage deltas all included."""
+    it is by the OpenAI front: role, content, tool-call and usage deltas all included.
 
-    data: str
+    ``data`` is the provider's UTF-8 bytes as they came when they decoded as JSON as
+    they are (then written back untouched: no decoding and encoding per chunk), else
+    the text SSE decoding gave (bytes that are not UTF-8 replaced)."""
+
+    data: str | bytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,7 +95,7 @@ class StreamEvents(Protocol):
 
     def content(self, content: Any) -> bytes: ...
     def reasoning(self, text: str) -> bytes: ...
-    def relayed(self, data: str) -> bytes: ...
+    def relayed(self, data: str | bytes) -> bytes: ...
     def last(self, finish_reason: str | None, usage: dict[str, int] | None) -> bytes: ...
     def error(self, error: MLStreamError) -> bytes: ...
 
@@ -108,6 +108,11 @@ class StreamReply:
     events: StreamEvents  # the front's, from the stream's values
 
 _PARAM = re.compile(r"\{(\w+)\}")
+# Matches remembered by (method, path): a predict path matched ~50 route regexes in turn on
+# every request (and its front, by path). Paths carry ids, so each memo is cleared when full,
+# and long paths are not kept.
+MAX_REMEMBERED_MATCHES = 4096
+MAX_REMEMBERED_PATH = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,10 @@ class Router:
         self._routes: list[Route] = []
         self._default_front = default_front  # of routes added without one, and unclaimed paths
         self._front_prefixes: list[tuple[str, Front]] = []  # (path prefix, front) for unmatched paths
+        # (method, path) -> what match found; only matches (a 404 or 405 is worked out each time).
+        # Read and written without a lock: a lookup, a store and a clear are each atomic.
+        self._matches: dict[tuple[str, str], tuple[Route, dict[str, str]]] = {}
+        self._fronts: dict[str, Front] = {}  # path -> front_of(path), the same way
 
     def add(self, method: str, template: str, handler: Callable[[Request], "Reply | StreamReply"],
             role: str = "admin", front: Front | None = None, *, segments: dict[str, str] | None = None,
@@ -138,11 +147,13 @@ class Router:
                            re.escape(template).replace(r"\{", "{").replace(r"\}", "}"))
         self._routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, role,
                                   front or self._default_front, raw_body))
+        self._matches.clear()  # a new route may take a path an earlier one answered
 
     def claim_prefix(self, prefix: str, front: Front) -> None:
         """``prefix`` (``/v1``) and the paths under it belong to ``front``, matched or not
         (its 404 and 405 bodies)."""
         self._front_prefixes.append((prefix.rstrip("/"), front))
+        self._fronts.clear()
 
     @property
     def default_front(self) -> Front:
@@ -150,6 +161,17 @@ class Router:
 
     def front_of(self, path: str) -> Front:
         """The front of the longest prefix claiming ``path`` (``/v1/messages`` within ``/v1``)."""
+        remembered = self._fronts.get(path)
+        if remembered is not None:
+            return remembered
+        found = self._search_front(path)
+        if len(path) <= MAX_REMEMBERED_PATH:
+            if len(self._fronts) >= MAX_REMEMBERED_MATCHES:
+                self._fronts.clear()
+            self._fronts[path] = found
+        return found
+
+    def _search_front(self, path: str) -> Front:
         found, length = self._default_front, -1
         for prefix, front in self._front_prefixes:
             if (len(prefix) > length and path.startswith(prefix)
@@ -159,6 +181,19 @@ class Router:
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The first route for ``method`` and ``path``; 405 if only other methods fit, else 404."""
+        key = (method, path)
+        remembered = self._matches.get(key)
+        if remembered is not None:
+            return remembered[0], dict(remembered[1])  # a copy: the request's own
+        route, params = self._search(method, path)
+        if len(path) <= MAX_REMEMBERED_PATH:
+            if len(self._matches) >= MAX_REMEMBERED_MATCHES:
+                self._matches.clear()
+            self._matches[key] = (route, params)
+            params = dict(params)
+        return route, params
+
+    def _search(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         allowed: list[str] = []
         for route in self._routes:
             found = route.pattern.match(path)

@@ -90,6 +90,9 @@ class Host(Protocol):
 
 
 _date: tuple[int, str] = (0, "")  # (second, its Date header value)
+_SCRIPT_FIELD = SCRIPT_HEADER[0].lower()
+# An answer up to this size goes out with its head in one write (one copy of it: cheap).
+ONE_WRITE_BYTES = 64 * 1024
 
 
 class HTTPRequestHandler(BaseHTTPRequestHandler):
@@ -132,8 +135,14 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             line = parse_request_line(self.raw_requestline)
             self.command, self.path, self.request_version = line.method, line.target, line.version
             head = HeadLines()
-            while not head.give(self.rfile.readline(MAX_HEAD_LINE + 1)):
-                pass
+            # The whole head at once when the reader holds it (it usually came in one
+            # packet with the request line), else line by line.
+            taken = head.take(self.rfile.peek()) if hasattr(self.rfile, "peek") else 0
+            if taken:
+                self.rfile.read(taken)
+            else:
+                while not head.give(self.rfile.readline(MAX_HEAD_LINE + 1)):
+                    pass
         except MLStreamError as exc:
             self._disarm_head_deadline()
             self.send_error(exc.http_status, str(exc))
@@ -141,10 +150,17 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         self._disarm_head_deadline()
         if self.path.startswith("//"):
             self.path = "/" + self.path.lstrip("/")  # never taken for a scheme-relative URL (gh-87389)
-        self.headers = head.message()
-        connection = {token.strip().lower() for token in self.headers.get("Connection", "").split(",")}
-        self.close_connection = "close" in connection or not (line.keep_alive or "keep-alive" in connection)
-        if (line.keep_alive and self.headers.get("Expect", "").lower() == "100-continue"
+        self.headers = message = head.message()
+        # What this module reads of the head, by lowercased name: a dict lookup each.
+        self._fields = fields = message.first_values()
+        connection = fields.get("connection")
+        if connection is None:
+            self.close_connection = not line.keep_alive
+        else:
+            tokens = {token.strip().lower() for token in connection.split(",")}
+            self.close_connection = "close" in tokens or not (line.keep_alive or "keep-alive" in tokens)
+        expect = fields.get("expect")
+        if (line.keep_alive and expect is not None and expect.lower() == "100-continue"
                 and not self.handle_expect_100()):
             return False
         return True
@@ -172,7 +188,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         started = time.monotonic()
         host = self.host
         self._body_read = False
-        self._request_id = request_id(self.headers.get("X-Request-Id"))
+        fields = self._fields
+        self._request_id = request_id(fields.get("x-request-id"))
         parts = urlsplit(self.path)
         # OpenSearch's router ignores a trailing slash (clients send ".../_predict/").
         path = (parts.path.rstrip("/") or "/") if parts.path.endswith("/") else parts.path
@@ -190,7 +207,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         host.in_flight.begin_request()
         try:
             query = dict(parse_qsl(parts.query, keep_blank_values=True)) if parts.query else {}
-            accept_encoding = self.headers.get("Accept-Encoding")
+            accept_encoding = fields.get("accept-encoding")
             if query or accept_encoding:
                 self._format = responses.reply_format(query, accept_encoding)
             route, params = host.router.match(self.command, path)
@@ -201,10 +218,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 trace.routed(route_label, self._access.model_id)
             key = None
             if route.role != "public":
-                key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
-                                                      api_key=self.headers.get("x-api-key"),
-                                                      from_script=from_script(self.headers.get(SCRIPT_HEADER[0])))
-            check_content_type(self.headers.get("Content-Type"), self._declares_body(), route.raw_body)
+                key = host.authenticator.authenticate(fields.get("authorization"), route.role,
+                                                      api_key=fields.get("x-api-key"),
+                                                      from_script=from_script(fields.get(_SCRIPT_FIELD)))
+            check_content_type(fields.get("content-type"), self._declares_body(), route.raw_body)
             self._meter = CallMeter(key, self._request_id, trace=trace)
             body = self._read_body()
             request = Request(self.command, path, query, body if route.raw_body else parse_json_body(body),
@@ -262,13 +279,13 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         return self._front.error_reply(exc, self._format.error_trace)
 
     def _declares_body(self) -> bool:
-        return declares_body(self.headers.get("Transfer-Encoding"), self.headers.get("Content-Length"))
+        return declares_body(self._fields.get("transfer-encoding"), self._fields.get("content-length"))
 
     # --- request body ----------------------------------------------------------
 
     def _read_body(self) -> bytes:
         """Exactly the body's bytes, never one past it (the next request may follow)."""
-        framing = body_framing(self.headers.get("Transfer-Encoding"), self.headers.get("Content-Length"),
+        framing = body_framing(self._fields.get("transfer-encoding"), self._fields.get("content-length"),
                                self.host.settings.max_body_bytes)
         if framing.close_after:
             self.close_connection = True
@@ -280,7 +297,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(framing.length) if framing.length else b""
         self._body_read = True
-        content_encoding = self.headers.get("Content-Encoding") if body else None
+        content_encoding = self._fields.get("content-encoding") if body else None
         if content_encoding:
             # The decoded size counts against the same limit: a bomb is a 413, not memory.
             body = decode_content(body, content_encoding, self.host.settings.max_body_bytes)
@@ -307,22 +324,39 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         if fmt.gzip:
             payload = responses.gzip_bytes(payload)
             headers = {**headers, "Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
+        # The head as send_response / send_header / end_headers would write it, built in
+        # one piece (a method call and an encode per line less) and written with the body
+        # in one send: one packet, one wake-up of the client, for a small answer.
+        self.log_request(reply.status)
+        status = reply.status
+        reason = self.responses[status][0] if status in self.responses else ""
+        lines = [f"{self.protocol_version} {status} {reason}\r\nServer: {self.version_string()}\r\n"
+                 f"Date: {self.date_time_string()}\r\nContent-Type: {reply.content_type}\r\n"
+                 f"Content-Length: {len(payload)}\r\n"]
+        for name, value in headers.items():
+            lines.append(f"{name}: {value}\r\n")
+            if name.lower() == "connection":  # as send_header follows it
+                if value.lower() == "close":
+                    self.close_connection = True
+                elif value.lower() == "keep-alive":
+                    self.close_connection = False
+        request_id = getattr(self, "_request_id", None)
+        if request_id:
+            lines.append(f"X-Request-Id: {request_id}\r\n")
+        target = self._routed_to()
+        if target is not None:
+            lines.append(f"{MODEL_ID_HEADER}: {target}\r\n")
+        if self.close_connection:
+            lines.append("Connection: close\r\n")
+        lines.append("\r\n")
+        head = "".join(lines).encode("latin-1", "strict") if self.request_version != "HTTP/0.9" else b""
         try:
-            self.send_response(reply.status)
-            self.send_header("Content-Type", reply.content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            request_id = getattr(self, "_request_id", None)
-            if request_id:
-                self.send_header("X-Request-Id", request_id)
-            target = self._routed_to()
-            if target is not None:
-                self.send_header(MODEL_ID_HEADER, target)
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            if self.command != "HEAD":
+            if self.command == "HEAD":
+                self.wfile.write(head)
+            elif len(payload) <= ONE_WRITE_BYTES:
+                self.wfile.write(head + payload)
+            else:
+                self.wfile.write(head)
                 self.wfile.write(payload)
         except CLIENT_GONE:
             self.close_connection = True

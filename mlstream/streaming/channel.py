@@ -20,6 +20,12 @@ once per relayed token, and a ``threading.Condition`` costs a fresh lock
 allocation and several Python-level lock operations per wait. Only one reader
 and one writer ever use a channel, so a single wake-up token per queue is enough
 for ``cancel`` to release whichever side is blocked.
+
+Items cross in batches: ``put_many`` puts every item of a read that has a credit
+free as one list, and the writer takes a list in one queue operation and hands out
+its items from its own deque. One wake-up of the writer per read of the provider,
+not one per token (and no GIL hand-over to it between the tokens of a burst). A
+credit is still one item, so the bound is the same.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -40,10 +47,15 @@ _WAKE = object()  # put by cancel(): "look at the cancelled flag"
 
 class Channel:
     def __init__(self, capacity: int) -> None:
-        self._items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._items: queue.SimpleQueue[Any] = queue.SimpleQueue()  # lists of items, or _WAKE
+        self._batch: deque[Any] = deque()  # the writer's: what is left of the list it took last
+        # Credits: ``_fresh`` never used yet (the reader's own count: only the thread that
+        # puts touches it), then those the writer gave back, on a queue the reader can
+        # wait on. Filling the queue with ``capacity`` credits up front was a Python loop
+        # on every stream's way to its first token.
+        self._fresh = capacity
         self._credits: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        for _ in range(capacity):
-            self._credits.put(True)
+        self._capacity = capacity
         self._cancelled = threading.Event()
         self._error: MLStreamError | None = None
         # Guards _upstream, _deferred and the cancel transition: attribute swaps only;
@@ -53,6 +65,12 @@ class Channel:
         self._upstream: Any = None  # the urllib3 response being read, if any
         self._deferred: Callable[[], None] | None = None  # see defer_reader
         self._taken: threading.Event | None = None  # set by get() while hand_over waits
+
+    @property
+    def held(self) -> int:
+        """Items the reader put (or is putting) that the writer has not taken yet (a
+        snapshot: exact when neither side is between operations)."""
+        return max(0, self._capacity - self._fresh - self._credits.qsize())
 
     @property
     def cancelled(self) -> bool:
@@ -65,13 +83,47 @@ class Channel:
         """
         if self._cancelled.is_set():
             return False
-        try:
-            credit = self._credits.get(timeout=timeout)
-        except queue.Empty:
-            return False
-        if credit is _WAKE or self._cancelled.is_set():
-            return False
-        self._items.put(item)
+        if self._fresh:
+            self._fresh -= 1
+        else:
+            try:
+                credit = self._credits.get(timeout=timeout)
+            except queue.Empty:
+                return False
+            if credit is _WAKE or self._cancelled.is_set():
+                return False
+        self._items.put((item,))
+        return True
+
+    def put_many(self, items: list[StreamItem], timeout: float | None = None) -> bool:
+        """Queue ``items`` in order, each with its credit: those whose credit is free go
+        over together, then the reader waits (at most ``timeout`` each time) for the
+        next credit. False as ``put``."""
+        credits = self._credits
+        count = len(items)
+        start = 0
+        while start < count:
+            if self._cancelled.is_set():
+                return False
+            end = start + min(self._fresh, count - start)
+            self._fresh -= end - start
+            try:
+                while end < count:
+                    if credits.get_nowait() is _WAKE:
+                        return False
+                    end += 1
+            except queue.Empty:
+                pass
+            if end == start:  # no room: wait for the writer to take one
+                try:
+                    credit = credits.get(timeout=timeout)
+                except queue.Empty:
+                    return False
+                if credit is _WAKE or self._cancelled.is_set():
+                    return False
+                end += 1
+            self._items.put(items if start == 0 and end == count else items[start:end])
+            start = end
         return True
 
     def hand_over(self, item: StreamItem, timeout: float | None, wait: float) -> bool:
@@ -116,32 +168,39 @@ class Channel:
 
         After ``cancel(error)`` it returns ``Failure(error)`` at once.
         """
-        if self._deferred is not None and self._items.empty():
-            self._start_deferred()
-        if not self._cancelled.is_set():
-            try:
-                item = self._items.get(timeout=timeout)
-            except queue.Empty:
-                return None
-            if item is not _WAKE and not self._cancelled.is_set():
-                self._credits.put(True)
-                if self._taken is not None:
-                    self._taken.set()
-                return item
+        batch = self._batch
+        if not batch:
+            if self._deferred is not None and self._items.empty():
+                self._start_deferred()
+            if not self._cancelled.is_set():
+                try:
+                    items = self._items.get(timeout=timeout)
+                except queue.Empty:
+                    return None
+                if items is not _WAKE:
+                    batch.extend(items)
+        if batch and not self._cancelled.is_set():
+            self._credits.put(True)
+            if self._taken is not None:
+                self._taken.set()
+            return batch.popleft()
         return Failure(self._error or MLStreamError("the stream was cancelled"))
 
     def get_nowait(self) -> StreamItem | None:
         """The next item if one is queued (lets a writer batch what is ready)."""
         if self._cancelled.is_set():
             return None
-        try:
-            item = self._items.get_nowait()
-        except queue.Empty:
-            return None
-        if item is _WAKE:
-            return None
+        batch = self._batch
+        if not batch:
+            try:
+                items = self._items.get_nowait()
+            except queue.Empty:
+                return None
+            if items is _WAKE:
+                return None
+            batch.extend(items)
         self._credits.put(True)
-        return item
+        return batch.popleft()
 
     @property
     def cancel_reason(self) -> MLStreamError | None:

@@ -145,6 +145,10 @@ class BodyRelay:
         self._stall = stall_timeout
         self._response = response
         self._read: Any = None  # set once the headers were accepted and Started put
+        # The worker's reader: every chunk that has arrived in one read. Made at the
+        # worker's first read, after the writer's thread last read (and peeked, through
+        # http.client: body_ready) the body its own way.
+        self._bulk_read: Any = None
         self._first = True      # the next item is the stream's first after Started
         self._completed = False
         # Items decoded on the writer's thread that did not fit: that thread must never
@@ -178,7 +182,17 @@ class BodyRelay:
 
     def close(self) -> None:
         self._channel.detach_upstream()
-        self._call.finish(self._response, reusable=self._completed and not self._channel.cancelled)
+        reusable = self._completed and not self._channel.cancelled
+        if reusable and self._bulk_read is not None:
+            # What follows [DONE] (the last chunk, often in a later packet) is read by the
+            # reader that knows where the chunk framing stands; http.client's own state
+            # stopped where the worker took over, so its drain must find the body ended.
+            try:
+                while self._bulk_read(READ_SIZE):
+                    pass
+            except MLStreamError:
+                reusable = False
+        self._call.finish(self._response, reusable=reusable)
 
     def _begin(self) -> bool:
         channel, response = self._channel, self._response
@@ -199,23 +213,53 @@ class BodyRelay:
             items, data = self._pending, self._pending_data
             self._pending = []
         else:
-            data = self._read(READ_SIZE)
+            if here:
+                data = self._read(READ_SIZE)
+            else:
+                if self._bulk_read is None:
+                    self._bulk_read = self._call.bulk_body_reader(self._response)
+                data = self._bulk_read(READ_SIZE)
             items = self._decoder.feed(data) if data else self._decoder.finish()
+        if not here:
+            return self._put_all(items, data)
         for index, item in enumerate(items):
             if isinstance(item, Failure):  # the provider's words, inside a 2xx stream
                 self._call.redacted(item.error)
-            if here:
-                if not self._channel.put(item, 0):
-                    if self._channel.cancelled:
-                        return False
-                    self._pending, self._pending_data = items[index:], data
-                    return True
-            elif not _put(self._channel, item, self._stall, hand_over=self._first):
-                return False
+            if not self._channel.put(item, 0):
+                if self._channel.cancelled:
+                    return False
+                self._pending, self._pending_data = items[index:], data
+                return True
             self._first = False
             if isinstance(item, (Done, Failure)):
                 self._completed = isinstance(item, Done)
                 return False
+        return bool(data)
+
+    def _put_all(self, items: list[Any], data: bytes) -> bool:
+        """On the worker: the stream's first item handed over alone, every other item
+        of the read in one ``put_many`` (one wake-up of the writer). False when the
+        stream is over."""
+        end = len(items)
+        terminal = None
+        for index, item in enumerate(items):
+            if isinstance(item, (Done, Failure)):
+                if isinstance(item, Failure):  # the provider's words, inside a 2xx stream
+                    self._call.redacted(item.error)
+                terminal, end = item, index + 1
+                break
+        start = 0
+        if self._first and end:
+            if not _put(self._channel, items[0], self._stall, hand_over=True):
+                return False
+            self._first = False
+            start = 1
+        if start < end and not _put_many(self._channel, items[start:end] if start or end < len(items) else items,
+                                         self._stall):
+            return False
+        if terminal is not None:
+            self._completed = isinstance(terminal, Done)
+            return False
         return bool(data)
 
     def _fail(self, error: MLStreamError, here: bool) -> bool:
@@ -232,6 +276,16 @@ class BodyRelay:
             return True
         self._pending, self._pending_data = [Failure(error)], b""
         return False
+
+
+def _put_many(channel: Channel, items: list[Any], stall_timeout: float) -> bool:
+    """``put_many``; on a stall cancel the channel (as ``_put``)."""
+    if channel.put_many(items, stall_timeout):
+        return True
+    if not channel.cancelled:
+        log.info("client stopped reading for %.0f s; cancelling the stream", stall_timeout)
+        channel.cancel()
+    return False
 
 
 def _put(channel: Channel, item: object, stall_timeout: float, *, hand_over: bool = False) -> bool:

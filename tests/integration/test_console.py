@@ -449,6 +449,8 @@ def test_create_a_key_with_limits_see_its_secret_once_and_revoke_it(page, setup:
     page.get_by_role("group", name=re.compile("Revoke key console-team")).get_by_role("button", name="Revoke").click()
     wait_text(page, "#keys-status", "Revoked key console-team")
     assert team.call("GET", "/_plugins/_ml/models/_search").status == 401
+    # the page says "Revoked" first, then lists the keys again: the row goes with that list
+    page.locator("#keys-table tbody tr", has_text="console-team").wait_for(state="detached", timeout=UI_TIMEOUT_MS)
     assert page.locator("#keys-table tbody tr", has_text="console-team").count() == 0
 
 

@@ -63,4 +63,4 @@ def stream_channel(server) -> Channel:
 
 def held_in_channel(channel: Channel) -> int:
     """Items put by the reader and not yet taken by the writer (white-box)."""
-    return channel._items.qsize()
+    return channel.held

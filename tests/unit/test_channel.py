@@ -479,3 +479,108 @@ def test_a_cancel_racing_the_writers_first_wait_starts_the_reader_exactly_once()
         channel.defer_reader(start)
         race_cancel_with(channel, lambda: channel.get(0))
         assert start.calls == 1
+
+
+# --- put_many: a read's items in one hand-over ------------------------------------------
+
+
+def test_put_many_puts_what_fits_and_waits_for_the_rest():
+    channel = Channel(3)
+    items = [Delta(n) for n in range(7)] + [Done("stop")]
+    producer, produced, finished = run_in_thread(channel.put_many, items, None)
+    # three fit at once; the reader then waits for the writer
+    assert not finished.wait(0.05)
+    assert channel.held == 3
+    received = [channel.get(timeout=HANG_GUARD) for _ in items]
+    join(producer)
+    assert produced == [True] and received == items
+    assert channel.held == 0
+
+
+def test_put_many_of_what_fits_is_one_hand_over():
+    channel = Channel(8)
+    items = [Delta(n) for n in range(5)]
+    assert channel.put_many(items, 0)
+    assert channel._items.qsize() == 1  # one list: one wake-up of the writer
+    assert [channel.get_nowait() for _ in items] == items
+    assert channel.get_nowait() is None
+
+
+def test_put_many_on_a_full_channel_stalls_at_its_timeout():
+    channel = Channel(2)
+    assert channel.put_many([Delta(0), Delta(1)], 0)
+    assert channel.put_many([Delta(2)], timeout=0.01) is False
+
+
+def test_cancel_wakes_a_reader_blocked_in_put_many():
+    channel = Channel(1)
+    producer, produced, _ = run_in_thread(channel.put_many, [Delta(0), Delta(1), Delta(2)], None)
+    assert channel.held == 1
+    channel.cancel(UpstreamError("gone"))
+    join(producer)
+    assert produced == [False]
+    failure = channel.get(timeout=HANG_GUARD)
+    assert isinstance(failure, Failure) and failure.error.reason == "gone"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(capacity=st.integers(1, 8), sizes=st.lists(st.integers(1, 40), max_size=12), batch=st.booleans())
+def test_put_many_items_arrive_exactly_once_and_in_order(capacity, sizes, batch):
+    channel = Channel(capacity)
+    reads, n = [], 0
+    for size in sizes:
+        reads.append([Delta(i) for i in range(n, n + size)])
+        n += size
+    reads.append([Done("stop")])
+    sent = [item for read in reads for item in read]
+
+    def produce():
+        return all(channel.put_many(read, timeout=None) for read in reads)
+
+    producer, produced, _ = run_in_thread(produce)
+    received = []
+    while len(received) < len(sent):
+        assert channel.held <= capacity
+        item = channel.get(timeout=HANG_GUARD)
+        assert item is not None, "no item within the hang guard"
+        received.append(item)
+        while batch and len(received) < len(sent):
+            item = channel.get_nowait()
+            if item is None:
+                break
+            received.append(item)
+    join(producer)
+    assert produced == [True]
+    assert received == sent
+    assert channel.get_nowait() is None
+
+
+def test_put_many_racing_cancel_never_hangs_either_side():
+    for round_ in range(200):  # bounded stress: cancel lands anywhere in the stream
+        channel = Channel(2)
+        items = [Delta(n) for n in range(30)]
+        producer, _, _ = run_in_thread(channel.put_many, items, None)
+        taken = 0
+        while True:
+            item = channel.get(timeout=HANG_GUARD)
+            assert item is not None
+            if isinstance(item, Failure):
+                break
+            taken += 1
+            if taken == round_ % 31:
+                channel.cancel()
+            if taken == len(items):
+                channel.cancel()
+        join(producer)
+
+
+def test_the_bound_is_capacity_items_with_fresh_credits_and_given_back_ones_alike():
+    channel = Channel(3)
+    assert channel.put(Delta(0), 0) and channel.put_many([Delta(1), Delta(2)], 0)
+    assert channel.held == 3
+    assert not channel.put(Delta(3), 0) and not channel.put_many([Delta(3)], 0)
+    assert channel.get(0) == Delta(0) and channel.held == 2
+    assert channel.put_many([Delta(3)], 0) and not channel.put(Delta(4), 0)
+    assert [channel.get(0) for _ in range(3)] == [Delta(1), Delta(2), Delta(3)]
+    assert channel.held == 0
+    assert channel.put_many([Delta(5), Delta(6), Delta(7)], 0) and channel.held == 3

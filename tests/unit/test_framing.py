@@ -406,3 +406,35 @@ def test_a_request_body_parses_as_the_stdlib_alone_would(raw: bytes) -> None:
         got = "refused"
     expected = stdlib_alone()
     assert got == expected or (got != got and expected != expected)  # NaN inside compares unequal
+
+
+def test_a_whole_head_in_the_buffer_is_taken_at_once_up_to_its_empty_line():
+    head = HeadLines()
+    buffered = b"Host: a\r\ncontent-length:  5 \r\nX-Twice: 1\r\nX-Twice: 2\r\n\r\n{\"a\"}"
+    assert head.take(buffered) == len(buffered) - 5  # the body stays for the reader
+    headers = head.message()
+    assert headers.get("Content-Length") == "5" and headers.get_all("x-twice") == ["1", "2"]
+    assert headers.first_values() == {"host": "a", "content-length": "5", "x-twice": "1"}
+    assert HeadLines().take(b"\r\nbody") == 2  # a head with no fields
+
+
+@pytest.mark.parametrize("buffered", [
+    pytest.param(b"Host: a\r\n", id="not-all-there"),
+    pytest.param(b"Host: a\r\nX-A: one\r\n\t two\r\n\r\n", id="folded"),
+    pytest.param(b"Host: a\nX-A: b\r\n\r\n", id="bare-lf"),
+    pytest.param(b"Host: a\r\nBad Name: x\r\n\r\n", id="bad-name"),
+    pytest.param(b"Host: a\r\nX-A: a\rb\r\n\r\n", id="cr-in-value"),
+    pytest.param(b"".join(b"X-%d: v\r\n" % i for i in range(MAX_HEAD_LINES + 1)) + b"\r\n", id="too-many-lines"),
+])
+def test_a_head_in_any_other_shape_is_left_to_the_line_by_line_reading(buffered):
+    assert HeadLines().take(buffered) == 0
+    given = HeadLines()
+    given.give(b"Host: a\r\n")
+    assert given.take(b"X-A: b\r\n\r\n") == 0  # a head begun line by line goes on so
+
+
+def test_first_values_follow_a_change_to_the_fields():
+    headers = head_of(b"Host: a\r\n", b"X-Twice: 1\r\n", b"X-Twice: 2\r\n", b"\r\n")
+    headers.__delitem__("X-Twice")
+    headers["X-Twice"] = "3"
+    assert headers.first_values() == {"host": "a", "x-twice": "3"}

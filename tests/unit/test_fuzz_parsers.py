@@ -660,3 +660,32 @@ def test_head_lines_give_fields_or_raise_ours(lines):
         for asked in (name, name.upper(), name.lower()):
             assert message.get(asked) == plain.get(asked)
     assert message.items() == plain.items()
+
+
+def _lines_of(data: bytes) -> list[bytes]:
+    """``data`` cut as a reader's ``readline`` cuts it (each line with its LF), then the end of input."""
+    return [line for line in data.splitlines(keepends=True) if line] + [b""]
+
+
+@given(lines=head_lines, rest=st.sampled_from([b"", b"{}", b"GET / HTTP/1.1\r\n\r\n", b"X: y\r\n\r\n"]))
+@example(lines=[b"Host: a\r\n", b"X-A: \t b \t\r\n", b"\r\n"], rest=b"{}")
+@example(lines=[b"Host: a\n", b"\r\n"], rest=b"X: y\r\n\r\n")
+@example(lines=[b"A: b\rc\r\n", b"\r\n"], rest=b"")
+def test_a_head_taken_at_once_is_the_head_given_line_by_line(lines, rest):
+    """``take`` either leaves the head to ``give`` (0) or takes exactly its bytes and
+    finds exactly the fields that ``give`` finds, line by line, in the same bytes."""
+    from mlstream.framing import HeadLines
+
+    data = b"".join(lines) + rest
+    at_once = HeadLines()
+    taken = at_once.take(data)
+    if not taken:
+        return
+    by_line, used = HeadLines(), 0
+    for line in _lines_of(data):
+        used += len(line)
+        if by_line.give(line):  # raises if give refuses: take must have refused too
+            break
+    assert taken == used
+    assert at_once.message().items() == by_line.message().items()
+    assert (at_once._lines, at_once._bytes) == (by_line._lines, by_line._bytes)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from mlstream.errors import BadRequest
 from mlstream.javaregex import compile_java, translate
@@ -102,6 +102,7 @@ _JAVA_ALPHABET = list("ab.*+?|()[]{}^$\\-&,:=!<>#0129xuQEpPLdwsbBkhvRzZ") + ["(?
 
 @fuzz(400)
 @given(st.lists(st.sampled_from(_JAVA_ALPHABET), max_size=14).map("".join))
+@example("[a-")
 def test_any_pattern_is_translated_or_refused_with_a_400(pattern):
     try:
         compiled = compile_java(pattern)

@@ -218,12 +218,22 @@ def sse(*events: str) -> bytes:
 def test_relay_decoder_holds_the_role_chunk_until_the_next_item():
     decoder = OpenAIStreamDecoder(chat=True, relay=True)
     assert decoder.feed(sse(ROLE)) == []
-    assert decoder.feed(sse(TOKEN)) == [Chunk(ROLE), Chunk(TOKEN)]
-    assert decoder.feed(sse(TOKEN, "[DONE]")) == [Chunk(TOKEN), Done(None, None)]
+    # relayed as the provider's bytes (valid UTF-8: they decoded as JSON)
+    assert decoder.feed(sse(TOKEN)) == [Chunk(ROLE.encode()), Chunk(TOKEN.encode())]
+    assert decoder.feed(sse(TOKEN, "[DONE]")) == [Chunk(TOKEN.encode()), Done(None, None)]
     only_role = OpenAIStreamDecoder(chat=True, relay=True)
-    assert only_role.feed(sse(ROLE, "[DONE]")) == [Chunk(ROLE), Done(None, None)]
+    assert only_role.feed(sse(ROLE, "[DONE]")) == [Chunk(ROLE.encode()), Done(None, None)]
     failed = OpenAIStreamDecoder(chat=True, relay=True)
     items = failed.feed(sse(ROLE, '{"error": {"message": "boom"}}'))
     assert len(items) == 1 and isinstance(items[0], Failure)
     # a first chunk that carries more than the role goes out at once
-    assert OpenAIStreamDecoder(chat=True, relay=True).feed(sse(TOKEN)) == [Chunk(TOKEN)]
+    assert OpenAIStreamDecoder(chat=True, relay=True).feed(sse(TOKEN)) == [Chunk(TOKEN.encode())]
+
+
+def test_relay_decoder_gives_bytes_that_are_not_utf8_as_the_text_sse_decoding_gives():
+    bad = b'{"choices":[{"index":0,"delta":{"content":"a\xffb"}}]}'
+    decoder = OpenAIStreamDecoder(chat=True, relay=True)
+    for feed in (b"data: " + sse(TOKEN)[6:], b"data: " + bad + b"\n\n"):  # the first feed, then the fast path
+        *_, item = decoder.feed(feed)
+    data = item.data
+    assert (data if isinstance(data, bytes) else data.encode()) == bad.decode("utf-8", "replace").encode()

@@ -11,6 +11,8 @@ closed one.
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import threading
 
@@ -597,3 +599,84 @@ def test_a_stream_cancelled_before_the_writer_waited_is_closed_by_the_worker():
     assert pool.wait_idle(HANG_GUARD)                        # the lease ended
     assert released == ["closed"]
     pool.shutdown()
+
+
+# --- a chunked body read by the worker's every-chunk reader ------------------------------
+
+
+class _Trickle(io.RawIOBase):
+    """A socket file whose reads return the scripted pieces one by one (as packets come)."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = list(pieces)
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        if not self._pieces:
+            return 0
+        piece = self._pieces.pop(0)
+        buffer[:len(piece)] = piece
+        return len(piece)
+
+    def readable(self) -> bool:
+        return True
+
+
+class _TrickleSocket:
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = pieces
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_Trickle(self._pieces))
+
+
+class ChunkedResponse:
+    """A urllib3-like response over http.client's own, reading scripted packets; records
+    whether the drain found the body already ended (it then reads nothing)."""
+
+    def __init__(self, packets: list[bytes]) -> None:
+        head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        self._fp = http.client.HTTPResponse(_TrickleSocket([head, *packets]))  # type: ignore[arg-type]
+        self._fp.begin()
+        self.status, self.headers = 200, {}
+        self.calls: list[str] = []
+        self.drained = b""
+
+    def read1(self, amount: int) -> bytes:
+        return self._fp.read1(amount)
+
+    def drain_conn(self) -> None:
+        self.calls.append("drain_conn")
+        try:
+            self.drained = self._fp.read()
+        except http.client.HTTPException as exc:  # urllib3's drain_conn swallows it
+            self.calls.append(f"drain failed: {exc!r}")
+
+    def release_conn(self) -> None:
+        self.calls.append("release_conn")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+    def shutdown(self) -> None:
+        self.calls.append("shutdown")
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+@pytest.mark.parametrize("split", ["terminator in a later packet", "terminator with [DONE]"])
+def test_the_last_chunk_after_done_is_read_by_the_reader_that_took_over(split: str) -> None:
+    events = [_chunk(openai_chunk("a")), _chunk(openai_chunk("b")), _chunk(DONE)]
+    packets = [events[0], events[1] + events[2], b"0\r\n\r\n"] if split.startswith("terminator in") else \
+        [events[0], events[1] + events[2] + b"0\r\n\r\n"]
+    role = _chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n')
+    response = ChunkedResponse([role, *packets])
+    # the opening chunk read through http.client, as the writer's thread reads the start
+    # of a stream: the worker's reader takes over where its chunk framing stands
+    assert response.read1(65536).startswith(b"data: ")
+    _, items = run(response)
+    assert items == [Started(200), Delta("a"), Delta("b"), Done(None, None)]
+    # the body was read to its end by the every-chunk reader: http.client's drain reads nothing
+    assert response.calls == ["drain_conn", "release_conn"] and response.drained == b""
+    assert response._fp.fp is None

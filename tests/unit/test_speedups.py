@@ -186,3 +186,38 @@ def test_loads_json_refuses_deep_nesting_on_a_server_sized_thread_stack(fast: bo
         threading.stack_size(previous)
     thread.join(HANG_GUARD)
     assert len(outcome) == 1 and isinstance(outcome[0], ValueError), outcome
+
+
+def test_header_dict_is_urllib3s_own_construction() -> None:
+    from urllib3._collections import HTTPHeaderDict
+
+    fields = [("Content-Type", "text/event-stream"), ("Set-Cookie", "a=1"), ("set-cookie", "b=2"),
+              ("X-Empty", ""), ("Transfer-Encoding", "chunked"), ("SET-COOKIE", "c=3")]
+    made, expected = speedups.header_dict(fields), HTTPHeaderDict(fields)
+    assert isinstance(made, HTTPHeaderDict)
+    assert made._container == expected._container
+    assert list(made.items()) == list(expected.items()) and made == expected
+    assert made["set-cookie"] == "a=1, b=2, c=3" and made.getlist("Set-Cookie") == ["a=1", "b=2", "c=3"]
+    assert made.get("content-type") == "text/event-stream" and "x-empty" in made
+    assert speedups.header_dict([])._container == {}
+
+
+def test_whole_read_takes_a_length_body_through_http_client_and_leaves_the_rest() -> None:
+    response, sock = response_over(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world")
+    assert speedups.whole_read(response, 64) == b"hello world"
+    assert response._fp.isclosed()  # http.client's end of a body: its reader closed, as urllib3 leaves it
+    sock.close()
+    for raw, limit in [(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 64),
+                       (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc", 64),
+                       (b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world", 10),
+                       (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end", 64)]:
+        response, sock = response_over(raw)
+        assert speedups.whole_read(response, limit) is None  # urllib3 reads (and bounds, and decodes) it
+        sock.close()
+
+
+def test_whole_read_of_a_short_body_raises_as_http_client_does() -> None:
+    response, sock = response_over(b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\nhello")
+    with pytest.raises(http.client.IncompleteRead):
+        speedups.whole_read(response, 64)
+    sock.close()

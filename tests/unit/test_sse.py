@@ -260,3 +260,49 @@ def test_protocol_error_is_an_mlstream_error() -> None:
 
     with pytest.raises(MLStreamError, match="longer than"):
         SmallDecoder().feed(b"x" * 100)
+
+
+# ---------------------------------------------------------------- feed_data: the data only, fast path
+
+def _data_of(*chunks: bytes) -> list[str]:
+    decoder = SSEDecoder()
+    return [data.decode("utf-8", "replace") for chunk in chunks for data in decoder.feed_data(chunk)]
+
+
+LF_MULTI = (b": hello\nevent: delta\nid: 1\ndata: caf\xc3\xa9\n\ndata: a\ndata: b\n\n\n\n"
+            b"data:x\n\ndata: {\"a\": [1, 2]}\n\n: ping\n\ndata: \xffz\n\ndata: [DONE]\n\n")
+
+
+@pytest.mark.parametrize("stream, expected", [c[1:] for c in DECODE], ids=[c[0] for c in DECODE])
+def test_feed_data_is_the_data_feed_gives(stream: bytes, expected: list[SSEEvent]) -> None:
+    assert _data_of(stream) == [event.data for event in expected]
+    assert _data_of(*(stream[i:i + 1] for i in range(len(stream)))) == [event.data for event in expected]
+
+
+@pytest.mark.parametrize("stream", [MULTI, LF_MULTI], ids=["crlf", "lf"])
+def test_feed_data_split_at_every_pair_of_offsets(stream: bytes) -> None:
+    expected = [event.data for event in decode(stream)]
+    assert len(expected) >= 4
+    for first in range(len(stream) + 1):
+        for second in range(first, len(stream) + 1, 7):
+            assert _data_of(stream[:first], stream[first:second], stream[second:]) == expected, (first, second)
+
+
+def test_feed_data_mixed_with_feed_keeps_one_state() -> None:
+    decoder = SSEDecoder()
+    got = [*decoder.feed_data(b"data: a\n\nid: 3\ndata: b"), *[e.data.encode() for e in decoder.feed(b"\n\ndata: c")]]
+    got += decoder.feed_data(b"\n\ndata: d\n\n")
+    assert got == [b"a", b"b", b"c", b"d"]
+
+
+class _SmallLines(SSEDecoder):
+    MAX_LINE_BYTES = 10
+
+
+@pytest.mark.parametrize("stream", [
+    pytest.param(b"data: ok\n\ndata: " + b"x" * 20 + b"\n\n", id="one-line event"),
+    pytest.param(b"data: ok\n\nevent: e\ndata: " + b"y" * 20 + b"\n\n", id="event of several lines"),
+])
+def test_feed_data_enforces_the_line_limit(stream: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        _SmallLines().feed_data(stream)

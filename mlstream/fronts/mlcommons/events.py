@@ -51,7 +51,7 @@ def error_event(error: MLStreamError) -> bytes:
     return encode_data(json_bytes({"error": error.reason}))
 
 
-def relayed_event(data: str) -> bytes:
+def relayed_event(data: str | bytes) -> bytes:
     """A provider's own chunk has no place in ml-commons' envelope; only the OpenAI front relays them."""
     raise TypeError("the ml-commons front never relays a provider's chunks")
 

@@ -42,8 +42,9 @@ class OpenAIChatEvents:
         self._role_sent = False
         self._tool_calls = 0
 
-    def relayed(self, data: str) -> bytes:
-        return DATA_FIELD + data.encode("utf-8", "backslashreplace") + EVENT_END
+    def relayed(self, data: str | bytes) -> bytes:
+        # bytes: the provider's own, valid UTF-8 (providers.events.Chunk): written as they came
+        return DATA_FIELD + (data if type(data) is bytes else data.encode("utf-8", "backslashreplace")) + EVENT_END
 
     def content(self, content: Any) -> bytes:
         if isinstance(content, str):

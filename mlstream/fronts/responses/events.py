@@ -60,7 +60,7 @@ class ResponseEvents:
 
     # --- StreamEvents ---------------------------------------------------------------
 
-    def relayed(self, data: str) -> bytes:
+    def relayed(self, data: str | bytes) -> bytes:
         raise TypeError("the Responses front reads every stream as chat")
 
     def content(self, content: Any) -> bytes:
