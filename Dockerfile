@@ -25,9 +25,10 @@ WORKDIR /src
 COPY pyproject.toml setup.cfg README.md ./
 COPY mlstream ./mlstream
 # mlstream uses botocore's SigV4 signer and event-stream decoder only; neither reads
-# botocore's service models (~26 MB), so they are not shipped. The import-and-sign check
+# botocore's service models (~26 MB), so they are not shipped. OpenTelemetry's SDK and OTLP
+# exporter (the otel extra) are in, imported only with --otel-endpoint. The import-and-sign check
 # fails the build if that ever stops being true. The runtime needs no pip in the venv.
-RUN /opt/mlstream/bin/pip install '.[fast]' \
+RUN /opt/mlstream/bin/pip install '.[fast,otel]' \
  && rm -rf /opt/mlstream/lib/python3*/site-packages/botocore/data \
  && /opt/mlstream/bin/python -c "\
 from botocore.auth import SigV4Auth; \
@@ -38,7 +39,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM; \
 r = AWSRequest(method='POST', url='https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse', data=b'{}'); \
 SigV4Auth(Credentials('a', 'b'), 'bedrock', 'us-east-1').add_auth(r); \
 assert r.headers['Authorization'].startswith('AWS4-HMAC-SHA256'); \
-import mlstream.cli, mlstream.server.app, mlstream.demo" \
+import mlstream.cli, mlstream.server.app, mlstream.demo, mlstream.telemetry.otel" \
  && /opt/mlstream/bin/mlstream --version \
  && /opt/mlstream/bin/python -m pip uninstall --yes pip setuptools wheel
 

@@ -21,7 +21,7 @@ from typing import Any
 import mlstream
 
 from . import report
-from .procs import Admin, Processes, mlstream_source, raise_nofile_limit
+from .procs import Admin, Child, Processes, mlstream_source, raise_nofile_limit
 from .scenarios import SCENARIOS, Config, Env, ScenarioFailed
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -74,7 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--server-processes", type=int, default=1, metavar="N",
                         help="run every mlstream server with --workers N (default 1)")
+    parser.add_argument("--otel", action="store_true",
+                        help="run every mlstream server with tracing on (--otel-endpoint), every request "
+                             "sampled, exporting to a collector of its own on loopback")
     args = parser.parse_args(argv)
+    if args.otel and mlstream_source() is not None:
+        parser.error("--otel runs this tree's servers: the other source tree may not have tracing")
     selected = list(SCENARIOS)
     if args.only:
         selected = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -95,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     broken = False
     results["server_processes"] = args.server_processes
     with Processes(server_processes=args.server_processes) as procs:
+        collector = start_collector(procs) if args.otel else None
         fake = procs.start_fake()
         server = procs.start_mlstream(workers=MAIN_WORKERS, queue_chunks=64)
         admin = Admin(server.address)
@@ -134,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                     "runs_detail": runs}
         finally:
             admin.close()
+            if collector is not None:
+                results["otel"] = collector_figures(collector)
     results["exit_codes"] = procs.exit_codes
     results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["wall_seconds"] = round(time.monotonic() - started, 1)
@@ -144,6 +152,23 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(report.render(results))
     sys.stdout.write(f"\nResults: {path}\n")
     return 1 if broken else 0
+
+
+def start_collector(procs: Processes) -> Child:
+    """A fake OTLP collector (its own process; it counts, decodes nothing) that every mlstream
+    server started from now on exports to. Sampling is the SDK's default: every request."""
+    collector = procs.start_fake("collector", "mlstream.testing.fake_collector", ())
+    procs.server_extra = ["--otel-endpoint", collector.url]
+    return collector
+
+
+def collector_figures(collector: Child) -> dict[str, Any]:
+    """What reached the collector so far (exports and bytes; the servers' last flush comes after)."""
+    admin = Admin(collector.address)
+    try:
+        return {"endpoint": collector.url, **admin.ok("GET", "/stats")}
+    finally:
+        admin.close()
 
 
 def log(message: str) -> None:

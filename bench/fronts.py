@@ -18,12 +18,11 @@ responses file of the store, as it would in use.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from .loadgen import Dialect, Outcomes, alternate, build_request, summarize
+from .loadgen import Dialect, alternate, build_request
 from .procs import SEED_MESSAGES
-from .scenarios import (BENCH_PROMPT, Env, Pair, _latency_value, _provider_pair, _relay_level, preflight,
+from .scenarios import (BENCH_PROMPT, Env, Pair, _provider_pair, _relay_level, preflight, sides_figures,
                         provider_benches, ratio)
 
 # The loadgen's markers for each front's events (bench/loadgen.py reads their first text).
@@ -88,16 +87,8 @@ def _first_token(env: Env) -> dict[str, Any]:
     result = alternate(targets, cfg.latency_pairs, pause=cfg.latency_pause_ms / 1000, warmup=10, timeout=300)
     env.generator_runs.append({"label": "new fronts first token", "wall": round(result.wall, 3),
                                "cpu": round(result.cpu, 3)})
-    values = {side: [_latency_value(r, True) if r.ok else math.nan for r in result.responses[side]]
-              for side in SIDES}
-    first: dict[str, Any] = {"model": latency_model, "pause_ms": cfg.latency_pause_ms}
-    for side in SIDES:
-        outcomes = Outcomes.of(result.responses[side])
-        first[side] = {"ms": summarize(values[side], 1000), "ok": outcomes.ok, "total": outcomes.total,
-                       "errors": outcomes.errors}
-        if side != "direct":
-            added = [v - d for d, v in zip(values["direct"], values[side]) if d == d and v == v]
-            first[side]["added_ms"] = summarize(added, 1000)
+    first: dict[str, Any] = {"model": latency_model, "pause_ms": cfg.latency_pause_ms,
+                             **sides_figures(result.responses, SIDES, True)}
     for front in FRONTS:
         first[f"{front}_over_ml_commons_p50"] = ratio(first[front]["ms"]["p50"], first["ml_commons"]["ms"]["p50"])
     return first

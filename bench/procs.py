@@ -254,6 +254,7 @@ class Processes:
 
     def __init__(self, workdir: Path | None = None, server_processes: int = 1) -> None:
         self.server_processes = server_processes  # `serve --workers` of every mlstream started
+        self.server_extra: list[str] = []          # flags every mlstream started gets (bench --otel)
         self._tmp = tempfile.TemporaryDirectory(prefix="mlstream-bench-") if workdir is None else None
         self.workdir = Path(self._tmp.name) if self._tmp else workdir
         self.children: list[Child] = []
@@ -281,7 +282,7 @@ class Processes:
             argv += ["--stream-queue-chunks", str(queue_chunks)]
         if self.server_processes > 1:
             argv += ["--workers", str(self.server_processes)]
-        argv += extra or []
+        argv += [*self.server_extra, *(extra or [])]
         src = mlstream_source()
         env = None
         if src is not None:

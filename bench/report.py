@@ -376,6 +376,17 @@ def paired_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
             d, m = relayed[front]["direct"], relayed[front]["mlstream"]
             rows.append(("11 Messages, Responses", f"{relayed['provider']} {front} chunks/s, c={relayed['concurrency']}",
                          fmt(d["chunks_per_s"]), fmt(m["chunks_per_s"]), _ratio(m["chunks_per_s"], d["chunks_per_s"])))
+    for c, level in (_get(s, "router", "relay") or {}).items():
+        for side in ("plain", "router"):
+            d, m = level[side]["direct"], level[side]["mlstream"]
+            rows.append(("12 router", f"{side} chunks/s, c={c}", fmt(d["chunks_per_s"]), fmt(m["chunks_per_s"]),
+                         _ratio(m["chunks_per_s"], d["chunks_per_s"])))
+    for name, what in (("first_token_c1", "first token"), ("whole_c1", "non-stream")):
+        figures = _get(s, "router", name)
+        if figures:
+            for side in ("plain", "router"):
+                rows.append(("12 router", f"{side} {what}, c=1 p50 (ms)", fmt(figures["direct"]["ms"]["p50"], digits=3),
+                             fmt(figures[side]["ms"]["p50"], digits=3), _plus(figures[side]["added_ms"]["p50"])))
     emb = s.get("embedding_predict")
     if emb and "docs" in emb:
         for n, e in emb["docs"].items():
@@ -455,6 +466,11 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", f"Load generator: one thread, {gen.get('runs', 0)} runs, CPU {gen.get('cpu_seconds', 0):.1f} s "
                       f"over {gen.get('wall_seconds', 0):.1f} s of load ({gen.get('share', 0) * 100:.0f} % of one core "
                       f"on average, busiest run {gen.get('busiest_share', 0) * 100:.0f} %: {gen.get('busiest_label', '')})."]
+    otel = results.get("otel")
+    if otel:
+        lines.append(f"Tracing on: every mlstream server exported to a collector on loopback "
+                     f"({otel.get('trace_exports', 0)} span exports, {otel.get('metric_exports', 0)} metric exports, "
+                     f"{otel.get('bytes_received', 0) / 1e6:.1f} MB).")
     idle = results.get("idle", {})
     if idle:
         lines.append(f"Main mlstream server: idle RSS {idle.get('rss_kb', 0) / 1024:.1f} MB "

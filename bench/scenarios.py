@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from mlstream import processing, speedups
 from mlstream.painless import BUILTINS, Script, compile_program, compile_script, parse
@@ -384,6 +384,21 @@ def _client_runs(env: Env) -> dict[str, Any]:
 def _latency_value(r: Response, stream: bool) -> float:
     """First token (stream) or whole answer (non-stream), from the request's first byte written."""
     return r.ttft if stream else r.t_end - r.t_write
+
+
+def sides_figures(responses: dict[str, list[Response]], sides: Sequence[str], stream: bool) -> dict[str, Any]:
+    """Each side's latency figures from an ``alternate`` run whose first side is direct: its
+    ms, outcomes and (but direct) the time it added over direct, pair by pair."""
+    values = {side: [_latency_value(r, stream) if r.ok else math.nan for r in responses[side]] for side in sides}
+    figures: dict[str, Any] = {}
+    for side in sides:
+        outcomes = Outcomes.of(responses[side])
+        figures[side] = {"ms": summarize(values[side], 1000), "ok": outcomes.ok, "total": outcomes.total,
+                         "errors": outcomes.errors}
+        if side != sides[0]:
+            added = [v - d for d, v in zip(values[sides[0]], values[side]) if d == d and v == v]
+            figures[side]["added_ms"] = summarize(added, 1000)
+    return figures
 
 
 def _alternated(responses: dict[str, list[Response]], stream: bool, pause_ms: float) -> dict[str, Any]:
@@ -1704,10 +1719,12 @@ SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
 
 def _add_later_scenarios() -> None:
     """Scenarios in modules of their own (which import this one): 11, the Messages and
-    Responses fronts."""
+    Responses fronts; 12, router models."""
     from .fronts import new_fronts
+    from .router import router_cost
 
     SCENARIOS["new_fronts"] = new_fronts
+    SCENARIOS["router"] = router_cost
 
 
 _add_later_scenarios()

@@ -71,7 +71,7 @@ def describe(settings: ServerSettings, sources: Mapping[str, str], environ: Mapp
     lines = ["# effective mlstream serve settings"]
     for spec in FIELDS:
         value, source = getattr(settings, spec.name), sources.get(spec.name, "default")
-        if spec.name == "store" and value:
+        if spec.name in ("store", "otel_endpoint") and value:
             value = redacted_url(value)
         if value is None:
             lines.append(f"# {spec.name} is unset  # {source}")

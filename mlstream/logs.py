@@ -44,6 +44,7 @@ class AccessRecord:
     upstream_status: int | None = None
     first_event_ms: float | None = None  # streams only: request start to first content event
     events: int | None = None            # streams only: content events relayed
+    target: str | None = None            # a router model's call: the target that served (or last tried)
 
     def emit(self) -> None:
         if access_log.isEnabledFor(logging.INFO):
@@ -53,6 +54,8 @@ class AccessRecord:
         parts = [self.client, self.method, self.path, str(self.status), f"{self.bytes_out}B",
                  f"{self.duration_ms:.1f}ms", f"model={self.model_id or '-'}",
                  f"upstream={self.upstream_status or '-'}", f"id={self.request_id}"]
+        if self.target is not None:
+            parts.insert(7, f"target={self.target}")
         if self.events is not None:
             first = "-" if self.first_event_ms is None else f"{self.first_event_ms:.1f}ms"
             parts += [f"first_event={first}", f"events={self.events}"]

@@ -77,6 +77,9 @@ class Metrics:
         self._tokens = Counter[tuple[str, str, str]]()
         self._cost: dict[str, float] = {}
         self._usage_dropped = 0
+        # Router models' attempts by (router, target, outcome): served, failed (moved on),
+        # error (answered), unavailable (deleted or disabled). Bounded as the models are.
+        self._routing = Counter[tuple[str, str, str]]()
 
     def stream_finished(self, outcome: str, chunks: int, first_chunk_seconds: float | None,
                         front: str = "ml-commons") -> None:
@@ -119,6 +122,11 @@ class Metrics:
             self._tokens[(model_id, interface, "input")] += input_tokens
             self._tokens[(model_id, interface, "output")] += output_tokens
             self._cost[model_id] = self._cost.get(model_id, 0.0) + (cost or 0.0)
+
+    def routing_attempt(self, router: str, target: str, outcome: str) -> None:
+        with self._lock:
+            if (router, target, outcome) in self._routing or len(self._routing) < MAX_COUNTED_MODELS:
+                self._routing[(router, target, outcome)] += 1
 
     def usage_dropped(self) -> None:
         """A usage record the recorder's full queue could not take."""
@@ -214,6 +222,11 @@ class Metrics:
                 "store was full (their spend and tokens still counted).",
                 "# TYPE mlstream_usage_records_dropped_total counter",
                 f"mlstream_usage_records_dropped_total {self._usage_dropped}",
+                "# HELP mlstream_routing_attempts_total Router models' calls to their targets, by outcome: served, "
+                "failed (moved on to the next), error (answered), unavailable (deleted or disabled).",
+                "# TYPE mlstream_routing_attempts_total counter",
+                *(f'mlstream_routing_attempts_total{{router="{_label(router)}",target="{_label(target)}",'
+                  f'outcome="{outcome}"}} {n}' for (router, target, outcome), n in sorted(self._routing.items())),
                 "# HELP mlstream_http_request_duration_seconds Time to answer (streams: to their end), by route.",
                 "# TYPE mlstream_http_request_duration_seconds histogram",
             ]

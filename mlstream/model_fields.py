@@ -25,6 +25,7 @@ from .errors import BadRequest
 from .interfaces import parse_interface
 from .guardrails import parse as parse_guardrails
 from .ratelimit import parse_rate_limiter
+from .routing import parse_routing
 from .usage import parse_pricing
 
 FieldRule = Callable[[Any], Any]
@@ -152,6 +153,7 @@ MODEL_FIELDS: dict[str, FieldRule] = {
 # mlstream's own model fields (see the module docstring): name -> rule.
 EXTENSION_FIELDS: dict[str, FieldRule] = {
     "pricing": lambda value: parse_pricing(value).to_doc(),  # prices per million tokens (usage.Pricing)
+    "routing": lambda value: parse_routing(value).to_doc(),  # a router model's targets (routing.Routing)
 }
 
 

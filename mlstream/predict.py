@@ -21,6 +21,7 @@ one ``inference_results`` entry per request. One failed request fails the call.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -33,21 +34,26 @@ from .cluster import ClusterSettings
 from .connectors import Action, Connector, UpstreamRequest, merge_parameters, render_request
 from .auth import ApiKey
 from .budgets import Accountant, Admission
-from .errors import BadRequest, MLStreamError, ShuttingDown, UpstreamError
+from .errors import BadRequest, Forbidden, MLStreamError, NotFound, ShuttingDown, UpstreamError
 from .guardrails import Checks, Guardrails, check_input, check_output
 from .jsonpath import PathNotFound, compile_path
 from .metrics import Metrics
 from .providers import Dialect, StreamKind, dialect_for, known_dialect
 from .ratelimit import RateLimiter
-from .registry import ResolvedModel
+from .registry import AnyModel, ResolvedModel, RouterModel
+from .routing import RouterHealth, Routing, candidates, retry_class
 from .settings import ServerSettings
 from .speedups import loads_json
 from .streaming.channel import Channel
 from .streaming.pool import StreamPool
+from .providers.base import StreamDecoder
 from .streaming.reader import start_stream
+from .telemetry.hooks import RequestTrace, Telemetry
 from .token_counts import TokenCounts, answer_tokens
 from .usage import UsageRecord, cost_of
 from .upstream import ProviderCall, UpstreamClient
+
+log = logging.getLogger(__name__)
 
 RESPONSE_FILTER = "response_filter"
 # Upstream requests one predict call keeps in flight at most (also bounded by the
@@ -87,6 +93,8 @@ class PendingStream:
 
     channel: Channel
     start: Callable[[], None]
+    # Called once when the stream is over, however it ended (a router's in-flight count).
+    ended: Callable[[], None] | None = None
 
 
 Reshape = Callable[[dict[str, Any]], dict[str, Any]]
@@ -106,6 +114,9 @@ class CallMeter:
     tokens: TokenCounts | None = None   # the provider's own counts, when it sent them
     request_bytes: int = 0              # of the provider request: estimates the input without counts
     recorded: bool = False
+    router: str | None = None           # the router model the client named, when it did
+    target: str | None = None           # then the target serving (or last tried)
+    trace: RequestTrace | None = None   # the request's span (tracing on): its provider calls' parent
 
     def usage(self, *, route: str, status: int, outcome: str, relayed: int, first_token_ms: float | None,
               duration_ms: float) -> UsageRecord | None:
@@ -141,6 +152,24 @@ class Ask:
     # What a model guardrail asks about when the parameters hold no ``question`` (ml-commons'
     # only input for it): a front's own request names it (OpenAI's: the last user message).
     question: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A front's request bound to one model (the model named, or a router's target): what
+    ``prepare`` takes, the stream kind the front reads, and how it reads a whole answer."""
+
+    ask: Ask
+    dialect: Dialect | None = None  # the front's choice (it translated for it); None: chosen by prepare
+    kind: StreamKind = StreamKind.TEXT  # how a stream is read
+    # A non-stream call: ``Predictor.predict`` or ``exchange`` on the prepared call, and the
+    # answer read the front's way (its failure is the target's, a router moves on).
+    run: Callable[["Prepared"], Any] = lambda prepared: None
+
+
+# A front's request for a model: called with the model named, or with each target a
+# router tries (the same request translated for each provider).
+Bind = Callable[[ResolvedModel], Bound]
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +219,9 @@ class Predictor:
     def __init__(self, cluster: ClusterSettings, upstream: UpstreamClient, pool: StreamPool, metrics: Metrics,
                  server: ServerSettings, rate_limiter: RateLimiter | None = None,
                  accountant: Accountant | None = None,
-                 guardrail_checks: Checks | None = None) -> None:
+                 guardrail_checks: Checks | None = None,
+                 resolve: Callable[[str], AnyModel] | None = None,
+                 router_health: RouterHealth | None = None, telemetry: Telemetry | None = None) -> None:
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
@@ -199,6 +230,9 @@ class Predictor:
         self._rate_limiter = rate_limiter or RateLimiter()
         self._accountant = accountant  # keys' budgets and limits, usage records; None: not kept
         self._guardrail_checks = guardrail_checks  # what a model's guardrails read and ask
+        self._resolve = resolve  # a router's targets, by id (the registry's); None: no routers
+        self._health = router_health or RouterHealth()
+        self._telemetry = telemetry  # a span per provider call; None: tracing is off
         # Runs the extra upstream requests of a predict call split into several (the
         # handler's own thread runs one share); threads start only when first needed.
         self._fanout = ThreadPoolExecutor(max_workers=server.stream_workers,
@@ -245,7 +279,10 @@ class Predictor:
                 check_input(model.guardrails, (call.request.body or b"").decode("utf-8", "replace"),
                             asked, self._guardrail_checks)
         if self._accountant is not None:
-            meter.admission = self._accountant.admit(meter.key, model.model_id)
+            if meter.admission is None:
+                meter.admission = self._accountant.admit(meter.key, model.model_id)
+            elif meter.admission.model_id != model.model_id:  # a router's target: recorded as itself
+                meter.admission = replace(meter.admission, model_id=model.model_id)
             meter.model, meter.interface = model, dialect.name if dialect is not None else "-"
             meter.request_bytes = sum(len(call.request.body or b"") for call in calls)
         return Prepared(model, dialect, tuple(calls), stream, meter)
@@ -303,7 +340,7 @@ class Predictor:
         """A prepared request's non-stream answer: the provider's body."""
         try:
             payload = self._exchange(prepared.model.connector, prepared.request,
-                                     prepared.model.guardrails)[1]
+                                     prepared.model.guardrails, prepared)[1]
         except UpstreamError as error:
             self._metrics.upstream_failure(error)
             raise
@@ -315,7 +352,7 @@ class Predictor:
         calls, connector, guardrails = prepared.calls, prepared.model.connector, prepared.model.guardrails
         count_tokens = prepared.meter is not None
         if len(calls) == 1:
-            return [self._answer(connector, calls[0], count_tokens, guardrails)]
+            return [self._answer(connector, calls[0], count_tokens, guardrails, prepared)]
         lanes = min(len(calls), connector.client_config.max_connection, MAX_FANOUT)
         answers: list[_Answer | None] = [None] * len(calls)
         failed = threading.Event()
@@ -326,7 +363,7 @@ class Predictor:
                 if failed.is_set():
                     return
                 try:
-                    answers[index] = self._answer(connector, calls[index], count_tokens, guardrails)
+                    answers[index] = self._answer(connector, calls[index], count_tokens, guardrails, prepared)
                 except BaseException:
                     failed.set()
                     raise
@@ -352,19 +389,19 @@ class Predictor:
         return [answer for answer in answers if answer is not None]
 
     def _answer(self, connector: Connector, call: UpstreamCall, count_tokens: bool,
-                guardrails: Guardrails | None) -> _Answer:
+                guardrails: Guardrails | None, prepared: Prepared) -> _Answer:
         sent = time.monotonic()
-        status, payload = self._exchange(connector, call.request, guardrails)
+        status, payload = self._exchange(connector, call.request, guardrails, prepared)
         done = time.monotonic()
         output = _output(connector.action("predict").post_process_function, payload, call.parameters)
         tokens = answer_tokens(payload) if count_tokens else None
         return _Answer({"output": output, "status_code": status}, status, sent, done, tokens)
 
     def _exchange(self, connector: Connector, request: UpstreamRequest,
-                  guardrails: Guardrails | None = None) -> tuple[int, bytes]:
+                  guardrails: Guardrails | None = None, prepared: Prepared | None = None) -> tuple[int, bytes]:
         """One non-stream upstream call: the provider's 2xx status and body, or its error
         raised; the model's output guardrail checks the body (ml-commons' processOutput)."""
-        call = self._call(request, connector)
+        call = self._call(request, connector, prepared)
         response = call.open(_wait_uninterrupted)
         payload = call.read_body(response)
         if response.status >= 300:
@@ -400,19 +437,227 @@ class Predictor:
     def open_stream(self, prepared: Prepared, kind: StreamKind = StreamKind.TEXT) -> PendingStream:
         """Prepare relaying the model's answer: its channel, and the call that starts it.
         ``start()`` raises Overloaded when the pool is full."""
-        dialect = prepared.dialect
-        if not prepared.stream or dialect is None:
-            raise TypeError("open_stream needs a call prepared with stream=True")
-        connector = prepared.model.connector
-        call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters), connector)
         channel = Channel(self._server.stream_queue_chunks)
-        return PendingStream(channel, partial(start_stream, self._pool, channel, call, dialect.new_decoder(kind),
+        return PendingStream(channel, partial(start_stream, self._pool, channel,
+                                              *self.stream_call(prepared, kind, channel),
                                               self._server.client_stall_timeout))
 
-    def _call(self, request: UpstreamRequest, connector: Connector) -> ProviderCall:
+    # --- any model, a router included --------------------------------------------------
+
+    def tensors(self, model: AnyModel, ask: Ask, meter: CallMeter) -> PredictResult:
+        """ml-commons' ``_predict``: ``prepare`` and ``predict`` on the model, or on a router's
+        targets in turn (which must share the client's parameters: not ``mixed_providers``)."""
+        check_one_api(model)
+        return self.call(model, lambda target: Bound(ask, run=self.predict), meter)
+
+    def call(self, model: AnyModel, bind: Bind, meter: CallMeter) -> Any:
+        """A non-stream call: the bound request's ``run`` on the model, or on a router's
+        targets in turn until one answers."""
+        if isinstance(model, ResolvedModel):
+            bound = bind(model)
+            return bound.run(self.prepare(model, bound.ask, meter, dialect=bound.dialect))
+        attempts = self._attempts(model, bind, meter, False)
+        prepared, bound = attempts.first()
+        while True:
+            try:
+                result = bound.run(prepared)
+            except BaseException as error:
+                attempts.release()  # before the next target is taken
+                if not isinstance(error, MLStreamError):
+                    raise
+                following = attempts.after(error)
+                if isinstance(following, MLStreamError):
+                    raise following from None
+                prepared, bound = following
+                continue
+            attempts.release()
+            attempts.succeeded()
+            return result
+
+    def stream(self, model: AnyModel, bind: Bind, meter: CallMeter) -> PendingStream:
+        """A front's stream: ``open_stream`` on the model, or on a router's first target
+        that prepares, the reader moving on to the next when one fails before answering."""
+        if isinstance(model, ResolvedModel):
+            bound = bind(model)
+            return self.open_stream(self.prepare(model, bound.ask, meter, stream=True, dialect=bound.dialect),
+                                    bound.kind)
+        self.check_stream_enabled()
+        attempts = self._attempts(model, bind, meter, True)
+        prepared, bound = attempts.first()
+        channel = Channel(self._server.stream_queue_chunks)
+        reroute = _Reroute(self, attempts, channel)
+        return PendingStream(channel, partial(start_stream, self._pool, channel,
+                                              *self.stream_call(prepared, bound.kind, channel),
+                                              self._server.client_stall_timeout, reroute), attempts.release)
+
+    def stream_call(self, prepared: Prepared, kind: StreamKind,
+                    channel: Channel) -> tuple[ProviderCall, StreamDecoder]:
+        dialect = prepared.dialect
+        if not prepared.stream or dialect is None:
+            raise TypeError("a stream call needs a call prepared with stream=True")
+        connector = prepared.model.connector
+        call = self._call(dialect.stream_request(prepared.request, connector, prepared.parameters), connector,
+                          prepared)
+        decoder = dialect.new_decoder(kind)
+        if call.trace is not None:  # the span sees the stream's first chunk and its end
+            decoder = call.trace.relaying(decoder, channel)
+        return call, decoder
+
+    def _attempts(self, router: RouterModel, bind: Bind, meter: CallMeter, stream: bool) -> "_Attempts":
+        """A router's call begun: its own rate limit and the key's admission taken once."""
+        if self._resolve is None:
+            raise BadRequest(f"model [{router.model_id}] is a router: routing is not served here")
+        self._rate_limiter.acquire(router.model_id, router.rate_limit)
+        if self._accountant is not None:
+            meter.admission = self._accountant.admit(meter.key, router.model_id)
+        meter.router = router.model_id
+        return _Attempts(self, router, bind, meter, stream, self._resolve)
+
+    def _call(self, request: UpstreamRequest, connector: Connector, prepared: Prepared | None = None) -> ProviderCall:
+        trace = None
+        if self._telemetry is not None and prepared is not None:
+            trace = self._telemetry.provider_call(
+                request, connector, dialect=prepared.dialect.name if prepared.dialect is not None else None,
+                parent=prepared.meter.trace if prepared.meter is not None else None, stream=prepared.stream)
         return ProviderCall(self._upstream, request, connector,
                             allow_private=self._cluster.endpoint_policy.allow_private,
-                            on_retry=self._metrics.upstream_retry)
+                            on_retry=self._metrics.upstream_retry, trace=trace)
+
+
+def check_one_api(model: AnyModel) -> None:
+    """ml-commons' predict routes send a router's every target the client's parameters as
+    they are: refused for a router whose targets speak different provider APIs."""
+    if isinstance(model, RouterModel) and model.routing.mixed_providers:
+        raise BadRequest(f"router model [{model.model_id}] mixes provider APIs (routing.mixed_providers): "
+                         "_predict would send each target the same parameters; call it through /v1")
+
+
+class _Attempts:
+    """One router call, target by target: the candidates left (``routing.candidates``),
+    what was tried and how it failed, the target in flight (its count in ``RouterHealth``).
+
+    Used by one thread at a time, but ``release`` may come from the transport when the
+    stream ends while the reader is between targets: a small lock keeps the count right."""
+
+    def __init__(self, predictor: Predictor, router: RouterModel, bind: Bind, meter: CallMeter, stream: bool,
+                 resolve: Callable[[str], AnyModel]) -> None:
+        self._predictor = predictor
+        self._router = router
+        self._bind = bind
+        self._meter = meter
+        self._stream = stream
+        self._resolve = resolve
+        self._health = predictor._health
+        self._metrics = predictor._metrics
+        self._order = candidates(router.model_id, router.routing, self._health, self._routing_of)
+        self._tried: list[str] = []         # "<target>: <why>", for the final error
+        self._current: tuple[str, str, Routing] | None = None  # (its router, target, that router's routing)
+        self._in_flight = False
+        self._lock = threading.Lock()       # guards _in_flight only
+
+    def _routing_of(self, model_id: str) -> Routing | None:
+        try:
+            model = self._resolve(model_id)
+        except MLStreamError:
+            return None  # tried as a plain model: its own error says why it cannot serve
+        return model.routing if isinstance(model, RouterModel) else None
+
+    def first(self) -> tuple[Prepared, Bound]:
+        following = self._next(None)
+        if isinstance(following, MLStreamError):
+            raise following
+        return following
+
+    def after(self, error: MLStreamError) -> tuple[Prepared, Bound] | MLStreamError:
+        """The next target prepared after ``error`` from the current one, or the error the
+        call ends with: ``error`` itself when no other target could do better."""
+        owner, target, routing = self._current  # type: ignore[misc]
+        kind = retry_class(error)
+        if kind is None or kind not in routing.retry_on:
+            self._metrics.routing_attempt(owner, target, "error")
+            return error
+        self._metrics.routing_attempt(owner, target, "failed")
+        if self._health.failed(target, routing):
+            log.warning("router [%s]: target [%s] failed %d times in a row, cooling down for %g s",
+                        owner, target, routing.allowed_fails, routing.cooldown_s)
+        return self._next(error)
+
+    def _next(self, error: MLStreamError | None) -> tuple[Prepared, Bound] | MLStreamError:
+        if error is not None:
+            self._tried.append(f"{self._current[1] if self._current else '?'}: {error.reason}")
+        for owner, target, routing in self._order:
+            self._current = (owner, target, routing)
+            self._meter.target = target
+            try:
+                model = self._resolve(target)
+                if not isinstance(model, ResolvedModel):
+                    raise BadRequest(f"model [{target}] nests routers too deep")
+                bound = self._bind(model)
+                prepared = self._predictor.prepare(model, bound.ask, self._meter, stream=self._stream,
+                                                   dialect=bound.dialect)
+            except (NotFound, Forbidden) as missing:  # deleted or disabled since: the others may serve
+                self._tried.append(f"{target}: {missing.reason}")
+                self._metrics.routing_attempt(owner, target, "unavailable")
+                error = missing
+                continue
+            except MLStreamError as refused:
+                if retry_class(refused) not in routing.retry_on:  # the request's own fault
+                    self._metrics.routing_attempt(owner, target, "error")
+                    return refused
+                self._tried.append(f"{target}: {refused.reason}")
+                self._metrics.routing_attempt(owner, target, "failed")
+                error = refused
+                continue
+            with self._lock:
+                self._health.begin(target)
+                self._in_flight = True
+            return prepared, bound
+        assert error is not None  # a router has at least one target
+        return self._exhausted(error)
+
+    def _exhausted(self, last: MLStreamError) -> MLStreamError:
+        """The last target's error, every attempt listed in its reason."""
+        reason = f"{last.reason} [router {self._router.model_id} tried: {'; '.join(self._tried)}]"
+        last.reason, last.args = reason, (reason,)
+        return last
+
+    def succeeded(self) -> None:
+        owner, target, _ = self._current  # type: ignore[misc]
+        self._health.succeeded(target)
+        self._metrics.routing_attempt(owner, target, "served")
+
+    def release(self) -> None:
+        """The target in flight is done (idempotent)."""
+        with self._lock:
+            if not self._in_flight:
+                return
+            self._in_flight = False
+            target = self._current[1]  # type: ignore[index]
+        self._health.end(target)
+
+
+class _Reroute:
+    """``reader.Reroute`` for a router's stream: the next target's call and decoder."""
+
+    def __init__(self, predictor: Predictor, attempts: _Attempts, channel: Channel) -> None:
+        self._predictor = predictor
+        self._attempts = attempts
+        self._channel = channel
+
+    def after(self, error: MLStreamError) -> tuple[ProviderCall, StreamDecoder] | MLStreamError:
+        self._attempts.release()
+        try:
+            following = self._attempts.after(error)
+        except Exception:  # noqa: BLE001 - a bug on the reader's thread must still end the stream
+            log.exception("router: choosing the next target failed")
+            return MLStreamError("internal error: the server failed to choose the router's next target")
+        if isinstance(following, MLStreamError):
+            return following
+        prepared, bound = following
+        return self._predictor.stream_call(prepared, bound.kind, self._channel)
+
+    def opened(self) -> None:
+        self._attempts.succeeded()
 
 
 def _pre_processed(connector: Connector, chunk: processing.Dataset | None,

@@ -25,6 +25,7 @@ from . import model_fields
 from .model_fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_model_config, checked_fields,
                            ttl_minutes)
 from .ratelimit import RateLimit, parse_rate_limiter
+from .routing import LLM_INTERFACE, Routing, check_families, check_graph, parse_routing
 from .search import run_search
 from .store import Record, Store
 from .usage import Pricing, parse_pricing
@@ -78,6 +79,22 @@ class ResolvedModel:
     ttl_minutes: int = -1  # deploy_setting.model_ttl_minutes: its calls are noted only when >= 0
     pricing: Pricing | None = None  # None: the model's calls have cost null
     guardrails: Guardrails | None = None  # checked by the predictor (``guardrails``)
+
+
+@dataclass(frozen=True, slots=True)
+class RouterModel:
+    """A router model (``routing``): no connector; each call is served by one of its targets."""
+
+    model_id: str
+    name: str
+    state: str
+    routing: Routing
+    rate_limit: RateLimit | None = None
+    enabled: bool = True
+    ttl_minutes: int = -1
+
+
+AnyModel = ResolvedModel | RouterModel
 
 
 class Registry:
@@ -173,7 +190,10 @@ class Registry:
         if group is not None and not isinstance(group, str):
             raise BadRequest("[model_group_id] must be a string")
         has_id, has_inline = body.get("connector_id") is not None, body.get("connector") is not None
-        if has_id == has_inline:
+        router = "routing" in fields
+        if router and (has_id or has_inline):
+            raise BadRequest("a router model ([routing]) has no [connector_id] or [connector]: its targets do")
+        if not router and has_id == has_inline:
             raise BadRequest("exactly one of [connector_id] or [connector] is required")
         access = _access_fields(body) if group is None else None
         stamp = self._clock()
@@ -188,7 +208,10 @@ class Registry:
         with self._store.transaction():
             group_id, version = self._next_version(group, name, description, access)
             doc["model_group_id"], doc["model_version"] = group_id, str(version)
-            if has_id:
+            model_id = new_id()
+            if router:
+                self._check_routing(model_id, fields["routing"])
+            elif has_id:
                 connector_id = body["connector_id"]
                 if not isinstance(connector_id, str):
                     raise BadRequest("[connector_id] must be a string")
@@ -200,11 +223,10 @@ class Registry:
                 connector = self._checked_connector(body["connector"])
                 doc["connector"] = public = connector.public_doc()
                 secret = self._codec.seal(dict(connector.credential))
-            if "interface" not in doc:  # TransportRegisterModelAction: the connector's preset, if any
+            if "interface" not in doc and not router:  # TransportRegisterModelAction: the connector's preset
                 preset = _preset(public)
                 if preset is not None:
                     doc["interface"] = preset
-            model_id = new_id()
             self._store.put("model", Record(model_id, doc, secret))
             task_id = self._add_task(model_id, "REGISTER_MODEL")
             if deploy:
@@ -231,6 +253,10 @@ class Registry:
             secret = record.secret
             if "model_config" in fields:
                 check_model_config(fields["model_config"], record.doc.get("model_config"))
+            if "routing" in fields:
+                if "routing" not in record.doc:
+                    raise BadRequest("[routing] is set only on a router model: this model has a connector")
+                self._check_routing(model_id, fields["routing"])
             limiter = _merged_rate_limiter(record.doc.get("rate_limiter"), body.get("rate_limiter"))
             if limiter is not None:
                 doc["rate_limiter"] = limiter
@@ -432,7 +458,7 @@ class Registry:
             self._store.delete("controller", model_id)  # as ml-commons: its controller goes with it
         self._invalidate()
 
-    def resolve(self, model_id: str) -> ResolvedModel:
+    def resolve(self, model_id: str) -> AnyModel:
         """The model for a predict call, deploying it on first use (ml-commons' auto-deploy).
         The call counts as the model's use for its TTL (``deploy_setting.model_ttl_minutes``)."""
         counter = self._store.change_counter()
@@ -457,13 +483,19 @@ class Registry:
                     raise BadRequest("Auto deployment disabled for this model, please deploy model first "
                                      f"Model ID: {model_id}")
                 record = self._set_state(record, DEPLOYED)
-            connector = self._model_connector(record)
+            connector = self._model_connector(record) if "routing" not in record.doc else None
         limiter = record.doc.get("rate_limiter")
-        resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector,
-                                 parse_rate_limiter(limiter) if limiter else None,
-                                 record.doc.get("interface"), record.doc.get("is_enabled") is not False,
-                                 ttl_minutes(record.doc), pricing=parse_pricing(record.doc.get("pricing")),
-                                 guardrails=parse_guardrails(record.doc.get("guardrails")))
+        limit = parse_rate_limiter(limiter) if limiter else None
+        enabled = record.doc.get("is_enabled") is not False
+        resolved: AnyModel
+        if connector is None:
+            resolved = RouterModel(model_id, record.doc["name"], DEPLOYED, parse_routing(record.doc["routing"]),
+                                   limit, enabled, ttl_minutes(record.doc))
+        else:
+            resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector, limit,
+                                     record.doc.get("interface"), enabled, ttl_minutes(record.doc),
+                                     pricing=parse_pricing(record.doc.get("pricing")),
+                                     guardrails=parse_guardrails(record.doc.get("guardrails")))
         with self._cache_lock:
             if generation == self._cache_generation:
                 self._cache[model_id] = resolved
@@ -550,6 +582,29 @@ class Registry:
         limiter = record.doc.get("rate_limiter")
         return ResolvedModel(model_id, record.doc["name"], str(record.doc.get("model_state")),
                              self._model_connector(record), parse_rate_limiter(limiter) if limiter else None)
+
+    def _check_routing(self, router_id: str, routing_doc: dict[str, Any]) -> None:
+        """A router's members exist (404 naming the first that does not), it forms no cycle,
+        and its plain members speak one provider API unless it says otherwise (inside the
+        caller's transaction)."""
+        routing = parse_routing(routing_doc)
+        records: dict[str, Record] = {}
+
+        def routing_of(model_id: str) -> Routing | None:
+            record = records.get(model_id) or self._store.get("model", model_id)
+            if record is None:
+                raise NotFound(f"Failed to find model with the provided model id: {model_id} (in [routing])")
+            records[model_id] = record
+            return parse_routing(record.doc["routing"]) if "routing" in record.doc else None
+        check_graph(router_id, routing, routing_of)
+        families = {}
+        for member in routing.members:
+            record = records[member]
+            if "routing" not in record.doc:
+                named = self._model_connector(record).parameters.get(LLM_INTERFACE)
+                if isinstance(named, str) and named.strip():
+                    families[member] = named.strip().lower().split("/", 1)[0]
+        check_families(routing, families)
 
     def _model_connector(self, record: Record) -> Connector:
         """A model's connector, inline or by id, its credentials unsealed."""
@@ -655,7 +710,7 @@ def _preset(connector: Mapping[str, Any]) -> dict[str, str] | None:
     return preset_interface(parameters, actions[0].get("post_process_function"))
 
 
-def _enabled(model: ResolvedModel) -> ResolvedModel:
+def _enabled(model: AnyModel) -> AnyModel:
     if not model.enabled:  # TransportPredictionTaskAction: is_enabled false
         raise Forbidden("Model is disabled.")
     return model

@@ -74,6 +74,12 @@ class ServerSettings:
     insecure_no_auth: bool = _opt(False, "allow serving without API keys on a non-loopback address")
     log_level: str = _opt("INFO", "DEBUG, INFO, WARNING or ERROR")
     log_format: str = _opt("text", "text or json (one JSON object per line)")
+    otel_endpoint: str = _opt("", "OTLP/HTTP base URL to export traces and metrics to (/v1/traces and "
+                                  "/v1/metrics under it; needs mlstream[otel]); empty: the standard "
+                                  "OTEL_EXPORTER_OTLP_ENDPOINT if set, else none")
+    # Prompts and answers may hold personal data: never recorded unless asked.
+    otel_capture_content: bool = _opt(False, "record prompts and answers on provider-call spans "
+                                             "(gen_ai.input.messages, gen_ai.output.messages)")
 
     def __post_init__(self) -> None:
         for name in ("stream_workers", "stream_queue_chunks"):
@@ -93,6 +99,8 @@ class ServerSettings:
             raise BadRequest("tls-cert and tls-key go together")
         if self.log_format not in ("text", "json"):
             raise BadRequest("log-format must be text or json")
+        if self.otel_endpoint and not self.otel_endpoint.startswith(("http://", "https://")):
+            raise BadRequest("otel-endpoint must be an http:// or https:// URL")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise BadRequest("log-level must be DEBUG, INFO, WARNING or ERROR")
 

@@ -44,6 +44,7 @@ from .redaction import redact
 from .retry import RetryPolicy, parse_retry_after, send_with_retries
 from .signing import sign_request
 from .speedups import raw_read1
+from .telemetry.hooks import CallTrace
 
 # A guard for secrets, so set wherever this client is loaded, not only by the command
 # line: urllib3 logs each request's URL at DEBUG, and a connector URL may carry a key
@@ -264,12 +265,16 @@ class ProviderCall:
 
     def __init__(self, client: UpstreamClient, request: UpstreamRequest, connector: Connector, *,
                  allow_private: bool,
-                 on_retry: Callable[[int], None] = lambda status: None) -> None:
+                 on_retry: Callable[[int], None] = lambda status: None,
+                 trace: CallTrace | None = None) -> None:
         self._client = client
         self.request = request
         self._connector = connector
         self._allow_private = allow_private
-        self._on_retry = on_retry
+        self._on_retry = on_retry if trace is None else _both(on_retry, trace.retried)
+        # This call's span and metrics (telemetry), None when tracing is off: every use
+        # below is one ``if``.
+        self.trace = trace
         # The secret parts of the AWS credentials this call was signed with: they may not
         # be the connector's own (a role, the server's chain), and an AWS error echoes
         # what it was signed with (the session token in a canonical request).
@@ -286,6 +291,11 @@ class ProviderCall:
         between attempts and returns False if the caller went away meanwhile.
         Raises only MLStreamError.
         """
+        if self.trace is not None:
+            return self.trace.open(self._open, wait)
+        return self._open(wait)
+
+    def _open(self, wait: Callable[[float], bool]) -> urllib3.BaseHTTPResponse:
         try:
             return send_with_retries(self._send, RetryPolicy.from_config(self._connector.client_config),
                                      wait, self._on_retry)
@@ -296,6 +306,11 @@ class ProviderCall:
 
     def read_body(self, response: urllib3.BaseHTTPResponse) -> bytes:
         """The whole (bounded) body; the connection goes back to the pool."""
+        if self.trace is not None:
+            return self.trace.read_whole(self._read_whole, response)
+        return self._read_whole(response)
+
+    def _read_whole(self, response: urllib3.BaseHTTPResponse) -> bytes:
         return self._client.read_body(response, self.url)
 
     def error(self, response: urllib3.BaseHTTPResponse, payload: bytes | None = None) -> UpstreamError:
@@ -311,6 +326,8 @@ class ProviderCall:
         if reason != error.reason:
             error.reason = reason
             error.args = (reason,)
+        if self.trace is not None:  # every failure of a stream passes here on its way to the client
+            self.trace.failed(error)
         return error
 
     def _secrets(self) -> list[str]:
@@ -334,9 +351,9 @@ class ProviderCall:
         """Any exception met while relaying this call, as our error."""
         return translate_error(exc, self.url)
 
-    @staticmethod
-    def finish(response: urllib3.BaseHTTPResponse, *, reusable: bool) -> None:
-        """Give the connection back to the pool if the body was read cleanly, else close it."""
+    def finish(self, response: urllib3.BaseHTTPResponse, *, reusable: bool) -> None:
+        """Give the connection back to the pool if the body was read cleanly, else close it:
+        the stream is over."""
         try:
             if reusable:
                 response.drain_conn()  # the terminating chunk after [DONE]
@@ -344,15 +361,26 @@ class ProviderCall:
                 response.close()
         finally:
             response.release_conn()
+            if self.trace is not None:
+                self.trace.finished()
 
     def _send(self) -> urllib3.BaseHTTPResponse:
         request = self.request
+        if self.trace is not None:  # this call's traceparent, before the request is signed
+            request = self.trace.attempt(request)
         if self._connector.protocol == "aws_sigv4":
             # Per attempt: the signature is timestamped, and credentials may have been refreshed.
             credentials = self._client.aws_credentials.for_connector(self._connector)
             self._signing_secrets = tuple(value for value in (credentials.secret_key, credentials.token) if value)
             request = sign_request(request, self._connector, credentials)
         return self._client.send(request, self._connector.client_config, allow_private=self._allow_private)
+
+
+def _both(first: Callable[[int], None], then: Callable[[int], None]) -> Callable[[int], None]:
+    def both(status: int) -> None:
+        first(status)
+        then(status)
+    return both
 
 
 def _exchange_on(pool: HTTPConnectionPool, request: UpstreamRequest, target: str,

@@ -5,7 +5,7 @@
 #     bash packaging/build_binary.sh
 #
 # Needs: Python >= 3.11 with a shared libpython (python.org, Debian's and pyenv's builds
-# have one), mlstream's dependencies (installed here with `pip install .` if missing),
+# have one), mlstream's dependencies and its otel extra (installed here with pip if missing),
 # PyInstaller (installed here from PyPI if missing) and binutils (objdump, strip; on
 # Debian/Ubuntu `apt-get install binutils`). PYTHON=/path/to/python picks the interpreter.
 #
@@ -46,6 +46,11 @@ fi
 if ! "$PYTHON" -c "import urllib3, botocore, cryptography" 2>/dev/null; then
     echo "build_binary.sh: installing mlstream's dependencies (pip install .)" >&2
     "$PYTHON" -m pip install --quiet "$ROOT"
+fi
+# The binary carries OpenTelemetry's SDK and OTLP exporter (--otel-endpoint), the otel extra.
+if ! "$PYTHON" -c "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http" 2>/dev/null; then
+    echo "build_binary.sh: installing the otel extra (pip install '.[otel]')" >&2
+    "$PYTHON" -m pip install --quiet "$ROOT[otel]"
 fi
 if ! "$PYTHON" -c "import PyInstaller" 2>/dev/null; then
     echo "build_binary.sh: installing PyInstaller (pip install 'pyinstaller>=6.0,<7')" >&2

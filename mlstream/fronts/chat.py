@@ -10,11 +10,12 @@ provider API with the translations the OpenAI front uses (``openai.translations`
     bedrock/converse, anthropic/v1/messages, gemini/v1beta/generatecontent,
     sagemaker/tgi, sagemaker/lmi          the OpenAI front's translation of that request
 
-Either way the answer comes back as a ``chat.completion`` (``ChatCall.answer``) and the
+Either way the answer comes back as a ``chat.completion`` (the binding's ``run``) and the
 stream is read as ``StreamKind.CHAT``: Delta (text, or one whole tool call in the
 provider's shape: ``openai.wire.tool_call`` reads them all), Reasoning, and
 Done(finish reason, usage under the provider's names: ``openai.wire.openai_usage``).
-Pure: nothing here sends anything; the front hands ``ask`` to ``Predictor.prepare``.
+Nothing here sends anything: the front hands the binding to ``Predictor.call`` or
+``Predictor.stream``, for the model named or for each target of a router.
 """
 
 from __future__ import annotations
@@ -24,36 +25,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadRequest
-from ..predict import Ask
-from ..providers import Dialect, dialect_for
+from ..predict import Ask, Bound, Prepared
+from ..providers import StreamKind, dialect_for
 from ..providers.openai import OPENAI_CHAT
 from ..registry import ResolvedModel
 from .openai import wire
 from .openai.sagemaker import chat_completion_from_sagemaker
 from .openai.translations import TRANSLATIONS
 
-CompletionAnswer = Callable[[bytes], dict[str, Any]]
+Exchange = Callable[[Prepared], bytes]
 
 
-@dataclass(frozen=True, slots=True)
-class ChatCall:
-    """A chat request bound to one model's provider API, nothing sent."""
-
-    dialect: Dialect
-    ask: Ask
-    answer: CompletionAnswer  # the provider's non-stream answer -> chat.completion
-
-
-def chat_call(model: ResolvedModel, chat: Mapping[str, Any], *, stream: bool, api: str) -> ChatCall:
-    """``chat`` (a chat.completions request, without ``stream``) for ``model``'s provider.
+def chat_call(model: ResolvedModel, chat: Mapping[str, Any], *, stream: bool, api: str,
+              exchange: Exchange) -> Bound:
+    """``chat`` (a chat.completions request, without ``stream``) bound to ``model``'s
+    provider: its ``run`` answers a chat.completion (``exchange`` is ``Predictor.exchange``).
     ``api`` names the calling front in a refusal."""
     dialect = dialect_for(model.connector.parameters, model.connector)
     if dialect is OPENAI_CHAT:
         fields = wire.client_fields(chat)
         if stream:
             fields["stream_options"] = {"include_usage": True}
-        return ChatCall(dialect, Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields)),
-                        _openai_answer)
+        return Bound(Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields)), dialect, StreamKind.CHAT,
+                     lambda prepared: _openai_answer(exchange(prepared)))
     translation = TRANSLATIONS.get(dialect)
     if translation is None:
         raise BadRequest(f"model [{model.model_id}] speaks {dialect.name}: the {api} front serves chat models "
@@ -64,10 +58,11 @@ def chat_call(model: ResolvedModel, chat: Mapping[str, Any], *, stream: bool, ap
     # parameters and the last user text as ${parameters.inputs}, then they are set on it.
     parameters = {**fields, "inputs": wire.last_user_text(chat)}
 
-    def answer(payload: bytes) -> dict[str, Any]:
-        return translation.answer(wire.loads_answer(payload), completion_id="", created=0, model="")
+    def run(prepared: Prepared) -> dict[str, Any]:
+        return translation.answer(wire.loads_answer(exchange(prepared)), completion_id="", created=0, model="")
 
-    return ChatCall(dialect, Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields)), answer)
+    return Bound(Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields)), dialect,
+                 StreamKind.CHAT, run)
 
 
 def _openai_answer(payload: bytes) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ModelNotFound, NotFound
-from ..registry import Registry, ResolvedModel
+from ..registry import AnyModel, Registry
 from ..server.routing import Request
 
 
@@ -27,7 +27,7 @@ class ModelFinder:
             raise ModelNotFound(f"The model `{reference}` does not exist or is not deployed.")
         return found[0]
 
-    def find(self, reference: str) -> ResolvedModel:
+    def find(self, reference: str) -> AnyModel:
         """A model by id (any registered one, deployed on first use as ml-commons does: the
         cached path), else by name among deployed models, where the name must be unique."""
         try:
@@ -35,7 +35,7 @@ class ModelFinder:
         except NotFound:
             return self._registry.resolve(self.deployed(reference, by_id=False)[0])
 
-    def find_for(self, req: Request, reference: str) -> ResolvedModel:
+    def find_for(self, req: Request, reference: str) -> AnyModel:
         """``find``, and the request counted as that model's prediction (as on the
         ml-commons routes) and logged with its id."""
         model = self.find(reference)

@@ -88,6 +88,7 @@ class AnthropicStreamDecoder(JsonEventDecoder):
         super().__init__()
         self._usage: dict[str, Any] = {}
         self._stop_reason: str | None = None
+        self._message: dict[str, Any] = {}  # message_start's: its id and model
         self._tools = ToolCalls()
 
     def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
@@ -125,7 +126,8 @@ class AnthropicStreamDecoder(JsonEventDecoder):
                 return [tool_input]
             return [Delta({"type": "tool_use", "id": call.call_id, "name": call.name, "input": tool_input})]
         if kind == "message_start":
-            self._usage.update(json_object(json_object(value.get("message")).get("usage")))
+            self._message = json_object(value.get("message"))
+            self._usage.update(json_object(self._message.get("usage")))
             return ()
         if kind == "message_delta":
             stop_reason = text(json_object(value.get("delta")).get("stop_reason"))
@@ -134,8 +136,7 @@ class AnthropicStreamDecoder(JsonEventDecoder):
             self._usage.update(json_object(value.get("usage")))
             return ()
         if kind == "message_stop":
-            return [Done(self._stop_reason, counts(self._usage, USAGE_FIELDS) if self._usage else None,
-                         token_counts(self._usage))]
+            return [_done(self._stop_reason, self._usage, self._message)]
         if kind == "error":
             error = json_object(value.get("error"))
             kind_name = text(error.get("type")) or "error"
@@ -156,6 +157,7 @@ class AnthropicRelayDecoder(JsonEventDecoder):
         super().__init__()
         self._usage: dict[str, Any] = {}
         self._stop_reason: str | None = None
+        self._message: dict[str, Any] = {}  # message_start's: its id and model
         self._payload: str | bytes = ""
 
     def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
@@ -165,13 +167,13 @@ class AnthropicRelayDecoder(JsonEventDecoder):
     def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
         kind = value.get("type")
         if kind == "message_start":
-            self._usage.update(json_object(json_object(value.get("message")).get("usage")))
+            self._message = json_object(value.get("message"))
+            self._usage.update(json_object(self._message.get("usage")))
         elif kind == "message_delta":
             self._stop_reason = text(json_object(value.get("delta")).get("stop_reason")) or self._stop_reason
             self._usage.update(json_object(value.get("usage")))
         elif kind == "message_stop":
-            return [Done(self._stop_reason, counts(self._usage, USAGE_FIELDS) if self._usage else None,
-                         token_counts(self._usage))]
+            return [_done(self._stop_reason, self._usage, self._message)]
         elif kind == "error":
             error = json_object(value.get("error"))
             kind_name = text(error.get("type")) or "error"
@@ -184,3 +186,8 @@ class AnthropicRelayDecoder(JsonEventDecoder):
     def at_end(self) -> StreamItem:
         return Failure(UpstreamError("the provider ended the stream before message_stop"))
 
+
+def _done(stop_reason: str | None, usage: dict[str, Any], message: dict[str, Any]) -> Done:
+    """``message_stop``: the stop reason and usage seen, message_start's id and model."""
+    return Done(stop_reason, counts(usage, USAGE_FIELDS) if usage else None, token_counts(usage),
+                text(message.get("id")), text(message.get("model")))

@@ -223,6 +223,7 @@ class ChatChunks:
         self._tokens: TokenCounts | None = None
         self._tools = ToolCalls()
         self._open_calls: list[int] = []
+        self._response: tuple[str | None, str | None] | None = None  # the first chunk's id and model
 
     def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
         if payload == _DONE_MARKER:
@@ -234,6 +235,8 @@ class ChatChunks:
             error = value["error"]
             message = error.get("message") if isinstance(error, dict) else error
             return [Failure(UpstreamError(f"Error from remote service: {str(message)[:500]}"))]
+        if self._response is None:
+            self._response = (text(value.get("id")), text(value.get("model")))
         if isinstance(value.get("usage"), dict):
             self._usage = counts(value["usage"], CHAT_USAGE_FIELDS)
             self._tokens = token_counts(value["usage"])
@@ -281,7 +284,8 @@ class ChatChunks:
         return items
 
     def _done(self) -> StreamItem:
-        return Done(self._finish_reason, self._usage, self._tokens)
+        response_id, response_model = self._response or (None, None)
+        return Done(self._finish_reason, self._usage, self._tokens, response_id, response_model)
 
     def at_end(self) -> StreamItem:
         if self._finish_reason is None:

@@ -56,6 +56,10 @@ class Done:
     # Every count it sent, cache included, normalized for the usage record; derived from
     # what the provider sent, so not part of what makes two Done values the same.
     tokens: TokenCounts | None = field(default=None, compare=False)
+    # The provider's id of its answer and the model that gave it, when its stream says
+    # (for the call's span); not part of what makes two Done values the same either.
+    response_id: str | None = field(default=None, compare=False)
+    response_model: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,7 @@ class GeminiStreamDecoder(JsonEventDecoder):
         super().__init__()
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
+        self._response: tuple[str | None, str | None] | None = None  # responseId, modelVersion
 
     def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
         if value.get("error") is not None:
@@ -96,6 +97,8 @@ class GeminiStreamDecoder(JsonEventDecoder):
         usage = value.get("usageMetadata")
         if isinstance(usage, dict):
             self._usage = usage
+        if self._response is None:
+            self._response = (text(value.get("responseId")), text(value.get("modelVersion")))
         feedback = json_object(value.get("promptFeedback"))
         if text(feedback.get("blockReason")):
             return [Failure(UpstreamError(f"Error from remote service: the prompt was blocked: "
@@ -124,5 +127,6 @@ class GeminiStreamDecoder(JsonEventDecoder):
     def at_end(self) -> StreamItem:
         if self._finish_reason is None:
             return Failure(UpstreamError("the provider ended the stream before a finishReason"))
+        response_id, response_model = self._response or (None, None)
         return Done(self._finish_reason, None if self._usage is None else counts(self._usage, USAGE_FIELDS),
-                    token_counts(self._usage))
+                    token_counts(self._usage), response_id, response_model)

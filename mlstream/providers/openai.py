@@ -12,6 +12,7 @@ from ..sse import SSEDecoder
 from ..token_counts import TokenCounts, token_counts
 from .common import ChatChunks, JsonEventDecoder
 from .common import count as _count, encode_body as _encode_body, json_object_body as _json_object_body
+from .common import text as _text
 from .base import StreamKind
 from .events import Chunk, Delta, Done, Failure, StreamItem
 
@@ -66,6 +67,7 @@ class OpenAIStreamDecoder:
         self._finish_reason: str | None = None
         self._usage: dict[str, int] | None = None
         self._tokens: TokenCounts | None = None
+        self._response: tuple[str | None, str | None] | None = None  # the first chunk's id and model
         self._ended = False
         self._opening = relay          # relaying, and no chunk seen yet
         self._held: Chunk | None = None  # the role-only opening chunk, until the next item
@@ -92,7 +94,8 @@ class OpenAIStreamDecoder:
 
     def _on_event(self, data: str) -> StreamItem | None:
         if data == _DONE_MARKER:
-            return Done(self._finish_reason, self._usage, self._tokens)
+            response_id, response_model = self._response or (None, None)
+            return Done(self._finish_reason, self._usage, self._tokens, response_id, response_model)
         try:
             chunk = loads_json(data)
         except ValueError:
@@ -101,9 +104,14 @@ class OpenAIStreamDecoder:
             return Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))
         if chunk.get("error") is not None:
             return Failure(UpstreamError(f"the provider failed mid-stream: {_error_message(chunk['error'])}"))
+        if self._response is None:
+            self._response = (_text(chunk.get("id")), _text(chunk.get("model")))
         if self._relay:
             if "usage" in chunk:  # the last chunk, when the client asked for include_usage
                 self._tokens = token_counts(chunk["usage"])
+            choices = chunk.get("choices")  # the finish reason too, for the call's span
+            if choices and isinstance(choices, list) and isinstance(choices[0], dict):
+                self._finish_reason = choices[0].get("finish_reason") or self._finish_reason
             if self._opening:
                 self._opening = False
                 if _role_only(chunk):

@@ -11,6 +11,7 @@
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
      +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
      +-- stop_words (StopWordIndices): what guardrails percolate
+     +-- telemetry (None, or OtelTelemetry: spans and GenAI metrics over OTLP, docs/tracing.md)
 
 Shutdown (``Server.stop``): stop accepting and close the listening socket, let
 requests in flight (streams included) finish until the drain deadline, cancel the
@@ -46,6 +47,7 @@ from ..stopwords import StopWordIndices
 from ..store import Store
 from ..ratelimit import RateLimiter
 from ..stores import is_postgres, open_store
+from .. import telemetry
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..upstream import UpstreamClient
@@ -122,6 +124,9 @@ class App:
                  clock: Callable[[], int] | None = None) -> None:
         self.settings = settings
         self.workers = workers  # this process's siblings under ``serve --workers N``
+        # Spans and GenAI metrics over OTLP when an endpoint is set (each process its own
+        # exporters); None: off, and free. First: a missing SDK stops the start before anything opens.
+        self.telemetry = telemetry.start(settings)
         self.store = store or open_store(settings.store, settings.data_dir)
         try:
             codec = codec or open_codec(self.store, settings.data_dir)
@@ -151,7 +156,8 @@ class App:
         self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
         self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
                                    RateLimiter(self.store if shared else None), self.accountant,
-                                   Checks(self.stop_words.percolate, self.ask_guardrail_model))
+                                   Checks(self.stop_words.percolate, self.ask_guardrail_model),
+                                   resolve=self.registry.resolve, telemetry=self.telemetry)
         # Batch predict jobs at the providers, and the thread that polls them.
         self.batch = BatchJobs(self.registry, self.predictor, self.cluster)
         self.in_flight = InFlight()
@@ -176,8 +182,7 @@ class App:
         """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest
         with these parameters): the answer's ``dataAsMap["response"]``. Its own meter: the
         guardrail model's call is not admitted against, nor recorded for, the caller's key."""
-        model = self.registry.resolve(model_id)
-        result = self.predictor.predict(self.predictor.prepare(model, Ask(parameters), CallMeter()))
+        result = self.predictor.tensors(self.registry.resolve(model_id), Ask(parameters), CallMeter())
         output = result.body["inference_results"][0]["output"][0]
         return output.get("dataAsMap", {}).get("response")
 
@@ -222,6 +227,8 @@ class App:
         self.upstream.close()
         self.recorder.close()  # after the drain: every call answered is in the queue
         self.store.close()
+        if self.telemetry is not None:  # last: what the drain's streams ended with goes too
+            self.telemetry.shutdown()
 
 
 class MLStreamServer(ThreadingHTTPServer):
@@ -237,7 +244,7 @@ class MLStreamServer(ThreadingHTTPServer):
         self.host = self
         self.settings, self.router, self.authenticator = app.settings, app.router, app.authenticator
         self.metrics, self.in_flight, self.draining = app.metrics, app.in_flight, app.draining
-        self.store, self.accountant = app.store, app.accountant
+        self.store, self.accountant, self.telemetry = app.store, app.accountant, app.telemetry
         settings = app.settings
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         # Workers each listen on the port their supervisor holds; the kernel spreads connections.

@@ -56,8 +56,12 @@ def gzip_framing(frame: Callable[[bytes], bytes], end: bytes) -> tuple[Callable[
     return gzip_frame, finish
 
 
+# Names the target that served a router model's call, on its answer or stream.
+MODEL_ID_HEADER = "X-MLStream-Model-Id"
+
+
 def stream_head(server: str, date: str, request_id: str, *, chunked: bool, close: bool,
-                gzip: bool = False) -> bytes:
+                gzip: bool = False, model_id: str | None = None) -> bytes:
     """The status line and headers of a 200 event stream, as bytes for one write.
 
     ``request_id`` is a checked token (``framing.request_id``), never raw input.
@@ -70,6 +74,8 @@ def stream_head(server: str, date: str, request_id: str, *, chunked: bool, close
     if chunked:
         lines.append("Transfer-Encoding: chunked")
     lines.append(f"X-Request-Id: {request_id}")
+    if model_id is not None:  # a router's target: an id the registry made or checked
+        lines.append(f"{MODEL_ID_HEADER}: {model_id}")
     if close:
         lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

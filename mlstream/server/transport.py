@@ -39,9 +39,10 @@ from ..providers.events import Done, Failure, StreamItem
 from ..settings import ServerSettings
 from ..store import Store
 from ..streaming.channel import Channel
+from ..telemetry.hooks import RequestTrace, Telemetry
 from . import responses
 from .routing import Front, Reply, Request, Router, StreamReply
-from .sse_writer import SSEWriter, first_item, stream_head
+from .sse_writer import MODEL_ID_HEADER, SSEWriter, first_item, stream_head
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class Host(Protocol):
     hangups: Watcher
     store: Store
     accountant: Accountant
+    telemetry: Telemetry | None  # None: tracing off
 
 
 _date: tuple[int, str] = (0, "")  # (second, its Date header value)
@@ -175,6 +177,12 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         # OpenSearch's router ignores a trailing slash (clients send ".../_predict/").
         path = (parts.path.rstrip("/") or "/") if parts.path.endswith("/") else parts.path
         self._access = AccessRecord(self.client_address[0], self.command, path, self._request_id)
+        telemetry = host.telemetry
+        trace: RequestTrace | None = None
+        if telemetry is not None:  # the request's SERVER span, continuing the caller's traceparent
+            trace = telemetry.server_request(self.command, path, self.headers, self.client_address[0],
+                                             "http" if host.settings.tls_cert is None else "https", self._request_id)
+        self._trace = trace
         route_label = self._route_label = "unmatched"
         request: Request | None = None
         self._meter: CallMeter | None = None
@@ -189,13 +197,15 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             route_label, self._front = route.template, route.front
             self._route_label = route_label
             self._access.model_id = params.get("model_id")
+            if trace is not None:
+                trace.routed(route_label, self._access.model_id)
             key = None
             if route.role != "public":
                 key = host.authenticator.authenticate(self.headers.get("Authorization"), route.role,
                                                       api_key=self.headers.get("x-api-key"),
                                                       from_script=from_script(self.headers.get(SCRIPT_HEADER[0])))
             check_content_type(self.headers.get("Content-Type"), self._declares_body(), route.raw_body)
-            self._meter = CallMeter(key, self._request_id)
+            self._meter = CallMeter(key, self._request_id, trace=trace)
             body = self._read_body()
             request = Request(self.command, path, query, body if route.raw_body else parse_json_body(body),
                               params, started, self._request_id, self._access, self.connection, key=key,
@@ -224,10 +234,14 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._format = responses.PLAIN
             duration = time.monotonic() - started
             self._access.duration_ms = duration * 1000
+            if self._meter is not None:
+                self._access.target = self._meter.target
             host.metrics.http_request(route_label, self.command, self._access.status, duration,
                                        self._access.model_id if request is not None and request.model_resolved
                                        else None, self._front.name)
             self._access.emit()
+            if trace is not None:
+                trace.end(self._access.status)
             host.in_flight.end_request()
 
     def _record_call(self, started: float, status: int, outcome: str, relayed: int = 0,
@@ -302,6 +316,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             request_id = getattr(self, "_request_id", None)
             if request_id:
                 self.send_header("X-Request-Id", request_id)
+            target = self._routed_to()
+            if target is not None:
+                self.send_header(MODEL_ID_HEADER, target)
             if self.close_connection:
                 self.send_header("Connection", "close")
             self.end_headers()
@@ -312,6 +329,11 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         if access is not None:
             access.status = reply.status
             access.bytes_out = len(payload)
+
+    def _routed_to(self) -> str | None:
+        """The target a router model's call went to (served, or last tried), else None."""
+        meter = getattr(self, "_meter", None)
+        return meter.target if meter is not None else None
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The stdlib's own protocol errors (bad request line, headers too long...) as JSON."""
@@ -361,6 +383,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         except BaseException:  # Overloaded: refused before anything started
             host.hangups.unwatch(self.connection)
             host.in_flight.discard(channel)
+            if reply.stream.ended is not None:
+                reply.stream.ended()
             raise
         access = self._access
         writer: SSEWriter | None = None
@@ -386,7 +410,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self.close_connection = True
             gzip = self._format.gzip  # only when asked: then every event is flushed as it goes
             head = stream_head(self.version_string(), self.date_time_string(), self._request_id,
-                               chunked=chunked, close=self.close_connection, gzip=gzip)
+                               chunked=chunked, close=self.close_connection, gzip=gzip, model_id=self._routed_to())
             access.status = 200
             meter = self._meter
 
@@ -422,11 +446,15 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self._record_call(started, access.status, "client_gone", writer.events if writer is not None else 0,
                                   writer.first_event_seconds if writer is not None else None)
             host.in_flight.discard(channel)
+            if reply.stream.ended is not None:
+                reply.stream.ended()
             if writer is not None and writer.failure is not None:
                 host.metrics.upstream_failure(writer.failure)
             events = writer.events if writer is not None else 0
             first = writer.first_event_seconds if writer is not None else None
             host.metrics.stream_finished(outcome, events, first, self._front.name)
+            if self._trace is not None:
+                self._trace.stream_ended(outcome, writer.failure if writer is not None else None)
             if outcome != "refused":
                 access.bytes_out = writer.bytes_out if writer is not None else 0
                 access.events = events

@@ -143,6 +143,12 @@ class Channel:
         self._credits.put(True)
         return item
 
+    @property
+    def cancel_reason(self) -> MLStreamError | None:
+        """What the stream was cancelled with (None: not cancelled, or cancelled without a
+        reason: its writer gave up on the client)."""
+        return self._error
+
     def wait_cancelled(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; True as soon as the stream is cancelled."""
         return self._cancelled.wait(timeout)

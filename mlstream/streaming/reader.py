@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import MLStreamError, Overloaded, ProtocolError, UpstreamError
 from ..providers.base import StreamDecoder
@@ -47,18 +47,30 @@ HAND_OVER_SECONDS = 0.005
 FIRST_BYTES_WAIT_SECONDS = 0.05
 
 
+class Reroute(Protocol):
+    """Where a stream goes when its provider fails before answering (a router model's next
+    target): only ever asked before the provider's 2xx head, so before the client's first byte."""
+
+    def after(self, error: MLStreamError) -> "tuple[ProviderCall, StreamDecoder] | MLStreamError":
+        """The next call to try, or the error the stream ends with."""
+
+    def opened(self) -> None:
+        """The call last given answered 2xx: the stream is committed to it."""
+
+
 def start_stream(pool: StreamPool, channel: Channel, call: ProviderCall, decoder: StreamDecoder,
-                 stall_timeout: float) -> None:
+                 stall_timeout: float, reroute: Reroute | None = None) -> None:
     """Start relaying; raises Overloaded (before anything was sent) when the pool is full."""
     if not pool.lease():
-        pool.submit(partial(read_stream, channel, call, decoder, stall_timeout))
+        pool.submit(partial(read_stream, channel, call, decoder, stall_timeout, reroute))
         return
     try:
-        response = open_response(channel, call, stall_timeout)
-        if response is None:
+        opened = open_response(channel, call, decoder, stall_timeout, reroute)
+        if opened is None:
             pool.end_lease()
             return
-        relay = BodyRelay(channel, call, decoder, stall_timeout, response)
+        call, decoder, response = opened
+        relay = BodyRelay(channel, call, decoder, response, stall_timeout)
         more = relay.run(steps=0, here=True)  # the head: attached (cancel wakes what follows), Started put
         # The first item is read here too if it comes soon: often with the head already,
         # else in the next packets (OpenAI sends a role-only chunk, no item, first).
@@ -85,22 +97,39 @@ def _hand_over(pool: StreamPool, channel: Channel, relay: "BodyRelay") -> None:
         relay.close()
 
 
-def read_stream(channel: Channel, call: ProviderCall, decoder: StreamDecoder, stall_timeout: float) -> None:
+def read_stream(channel: Channel, call: ProviderCall, decoder: StreamDecoder, stall_timeout: float,
+                reroute: Reroute | None = None) -> None:
     """Relay one upstream stream into ``channel``; returns when it is over."""
     if channel.cancelled:  # the client left while this job waited in the backlog
         return
-    response = open_response(channel, call, stall_timeout)
-    if response is not None:
-        BodyRelay(channel, call, decoder, stall_timeout, response).run()
+    opened = open_response(channel, call, decoder, stall_timeout, reroute)
+    if opened is not None:
+        BodyRelay(channel, *opened, stall_timeout).run()
 
 
-def open_response(channel: Channel, call: ProviderCall, stall_timeout: float) -> Any:
-    """The provider's response, headers in; None if it failed (its Failure is on the channel)."""
-    try:
-        return call.open(lambda seconds: not channel.wait_cancelled(seconds))
-    except MLStreamError as error:
-        _put(channel, Failure(error), stall_timeout)
-        return None
+def open_response(channel: Channel, call: ProviderCall, decoder: StreamDecoder, stall_timeout: float,
+                  reroute: Reroute | None = None) -> tuple[ProviderCall, StreamDecoder, Any] | None:
+    """The provider's response, headers in, with the call and decoder it belongs to; None
+    if it failed (its Failure is on the channel). With ``reroute``, a call that fails or
+    answers an error status gives way to the next one, until one answers 2xx."""
+    while True:
+        try:
+            response = call.open(lambda seconds: not channel.wait_cancelled(seconds))
+            if reroute is None or response.status < 300:
+                if reroute is not None:
+                    reroute.opened()
+                return call, decoder, response
+            error: MLStreamError = call.error(response)  # reads the (bounded) error body
+        except MLStreamError as failed:
+            error = failed
+        if reroute is None or channel.cancelled:
+            _put(channel, Failure(error), stall_timeout)
+            return None
+        following = reroute.after(error)
+        if isinstance(following, MLStreamError):
+            _put(channel, Failure(following), stall_timeout)
+            return None
+        call, decoder = following
 
 
 class BodyRelay:
@@ -108,8 +137,8 @@ class BodyRelay:
     at a time. When it is over the connection is given back to the pool (read
     cleanly) or closed."""
 
-    def __init__(self, channel: Channel, call: ProviderCall, decoder: StreamDecoder, stall_timeout: float,
-                 response: Any) -> None:
+    def __init__(self, channel: Channel, call: ProviderCall, decoder: StreamDecoder, response: Any,
+                 stall_timeout: float) -> None:
         self._channel = channel
         self._call = call
         self._decoder = decoder

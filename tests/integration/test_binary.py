@@ -23,6 +23,7 @@ import urllib3
 
 from mlstream import __version__
 from mlstream.testing.fake_bedrock import FakeBedrock
+from mlstream.testing.fake_collector import FakeCollector
 from mlstream.testing.fake_openai import DEFAULT_TEXT as OPENAI_TEXT
 
 from ..support.clients import Client
@@ -206,6 +207,28 @@ def test_serve_streams_and_stops_cleanly_on_sigterm(binary, bare, tmp_path, fake
     assert fake.api_key not in stderr
     assert_cleaned_up(bare)
     assert (tmp_path / "data").is_dir()
+
+
+def test_serve_exports_traces_from_the_binary(binary, bare, tmp_path, fake):
+    """OpenTelemetry's SDK and exporter, carried: spans reach a collector over OTLP/HTTP."""
+    with FakeCollector(decode=True) as collector:
+        served = Served(binary, tmp_path / "data", {**bare, "OTEL_BSP_SCHEDULE_DELAY": "20"}, tmp_path,
+                        "--otel-endpoint", collector.url)
+        try:
+            client = Client(served.url)
+            model_id = client.model_for(openai_connector(fake))
+            streamed = raw_request(served.url, "POST", f"/_plugins/_ml/models/{model_id}/_predict/stream",
+                                   json.dumps(stream_body()).encode(), timeout=SUBPROCESS_HANG_GUARD)
+            assert streamed.status == 200, streamed.body
+            assert collector.stats.wait_for(lambda s: any(span.kind == "client" for span in s.spans),
+                                            SUBPROCESS_HANG_GUARD), served.stderr()
+        finally:
+            code = served.terminate()
+    assert code == 0, served.stderr()
+    assert "Traceback" not in served.stderr()
+    [call] = [span for span in collector.stats.spans if span.kind == "client"]
+    assert call.name == "chat gpt-3.5-turbo" and call.attributes["gen_ai.provider.name"] == "openai"
+    assert_cleaned_up(bare)
 
 
 def test_serve_with_workers_starts_them_from_the_binary_itself(binary, bare, tmp_path, fake):

@@ -15,7 +15,7 @@ from mlstream.auth import KeyStore
 from mlstream.usage import KeyLimits
 from tests.support.clients import Client, bearer, client_with
 from tests.support.connectors import openai_connector
-from tests.support.timeouts import poll_until
+from tests.support.timeouts import HANG_GUARD, poll_until
 
 USAGE = "/_plugins/_mlstream/usage"
 KEYS = "/_plugins/_mlstream/keys"
@@ -30,6 +30,9 @@ def record_call(server, key_name: str | None, model_id: str, *, tokens: tuple[in
         interface="openai/v1/chat/completions", route="/_plugins/_ml/models/{model_id}/_predict/stream",
         status=status, outcome=outcome, input_tokens=tokens[0], output_tokens=tokens[1], cost=cost,
         duration_ms=12.0, request_id="r"))
+    # Written before the test reads: a query waits only READ_YOUR_WRITES_SECONDS for the
+    # writer, which a loaded machine can outlast.
+    assert server.app.recorder.flush(HANG_GUARD)
 
 
 class Setup:

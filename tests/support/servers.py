@@ -39,9 +39,10 @@ def first_stdout_line(process: subprocess.Popen) -> str:
         pytest.fail(f"mlstream serve printed nothing within {HANG_GUARD} s: {process.communicate()[1]}")
 
 
-def start_serve(data_dir: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+def start_serve(data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """``mlstream serve`` on a free port, ``env`` added to its (clean) environment."""
     process = subprocess.Popen([*MLSTREAM, "serve", "--port", "0", "--data-dir", str(data_dir), *extra],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(**(env or {})))
     line = first_stdout_line(process)
     if not line.startswith("mlstream listening on http://"):
         process.kill()

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import uuid
 
-from ...predict import Ask, Predictor
+from ...predict import Ask, Bound, Predictor
 from ...providers import StreamKind, dialect_for
 from ...providers.anthropic import ANTHROPIC_MESSAGES
-from ...registry import Registry
+from ...registry import Registry, ResolvedModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from ..chat import chat_call, read_completion
 from ..models import ModelFinder
@@ -44,7 +44,8 @@ def add_anthropic_routes(router: Router, registry: Registry, predictor: Predicto
         stream = wire.stream_flag(body)
         wire.check_request(body)
         model = models.find_for(req, reference)
-        if dialect_for(model.connector.parameters, model.connector) is ANTHROPIC_MESSAGES:
+        if isinstance(model, ResolvedModel) and dialect_for(model.connector.parameters,
+                                                            model.connector) is ANTHROPIC_MESSAGES:
             fields = wire.relay_fields(body)
             # The template renders with the client's fields as parameters and the last user
             # text as ${parameters.inputs} (as ml-commons' Anthropic blueprints want), then
@@ -56,14 +57,18 @@ def add_anthropic_routes(router: Router, registry: Registry, predictor: Predicto
                 return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
             events = MessagesEvents(message_id="", model=reference, relay=True)
             return StreamReply(predictor.open_stream(prepared, StreamKind.RELAY), events)
-        call = chat_call(model, wire.chat_request(body), stream=stream, api="Anthropic Messages")
-        prepared = predictor.prepare(model, call.ask, req.meter, stream=stream, dialect=call.dialect)
+        # Any other model, and a router's every target (even an Anthropic one): as a chat.
+        chat = wire.chat_request(body)
+
+        def bind(target: ResolvedModel) -> Bound:
+            return chat_call(target, chat, stream=stream, api="Anthropic Messages", exchange=predictor.exchange)
+
         message_id = f"msg_{uuid.uuid4().hex}"
         if not stream:
-            answer = read_completion(call.answer(predictor.exchange(prepared)))
+            answer = read_completion(predictor.call(model, bind, req.meter))
             return Reply(200, wire.message(answer, message_id=message_id, model=reference))
         events = MessagesEvents(message_id=message_id, model=reference, relay=False)
-        return StreamReply(predictor.open_stream(prepared, StreamKind.CHAT), events)
+        return StreamReply(predictor.stream(model, bind, req.meter), events)
 
     def count_tokens(req: Request) -> Reply:
         body = object_body(req.body)

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from ...errors import MLStreamError
+from ...predict import CallMeter
 from ...server.responses import json_bytes
 from ...server.routing import StreamEvents
 from ...speedups import escape_json_string
@@ -35,8 +36,10 @@ def reasoning_event(text: str) -> bytes:
         "content": "", "reasoning_content": text, "is_last": False}}]}]}))
 
 
-def last_event(finish_reason: str | None, usage: dict[str, int] | None) -> bytes:
+def last_event(finish_reason: str | None, usage: dict[str, int] | None, model_id: str | None = None) -> bytes:
     data: dict[str, Any] = {"content": "", "is_last": True}
+    if model_id is not None:
+        data["model_id"] = model_id
     if finish_reason is not None:
         data["finish_reason"] = finish_reason
     if usage is not None:
@@ -62,3 +65,14 @@ class _MLCommonsEvents:
 
 
 ML_COMMONS_EVENTS: StreamEvents = _MLCommonsEvents()
+
+
+class RoutedEvents(_MLCommonsEvents):
+    """A router model's stream: its last event names the target that served it
+    (``dataAsMap.model_id``), as the ``X-MLStream-Model-Id`` header does."""
+
+    def __init__(self, meter: CallMeter) -> None:
+        self._meter = meter
+
+    def last(self, finish_reason: str | None, usage: dict[str, int] | None) -> bytes:  # type: ignore[override]
+        return last_event(finish_reason, usage, self._meter.target)

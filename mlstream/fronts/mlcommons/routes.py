@@ -13,12 +13,12 @@ from ...batch import BatchJobs
 from ...cluster import ClusterSettings
 from ...errors import BadRequest
 from ...metrics import Metrics
-from ...predict import Ask, Predictor
-from ...registry import Registry, ResolvedModel
+from ...predict import Ask, Bound, Predictor, check_one_api
+from ...registry import AnyModel, Registry, RouterModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from . import node
 from .errors import ML_COMMONS_FRONT
-from .events import ML_COMMONS_EVENTS
+from .events import ML_COMMONS_EVENTS, RoutedEvents
 
 PREFIX = "/_plugins/_ml"
 STREAM_PARAMETER = "stream"
@@ -160,8 +160,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         algorithm = req.params.get("algorithm") or req.query.get("algorithm")
         given = processing.parse_predict_input(_required(req.body), algorithm)
         model = resolve(req)
-        prepared = predictor.prepare(model, Ask(given.parameters, given.dataset), req.meter)
-        result = predictor.predict(prepared)
+        result = predictor.tensors(model, Ask(given.parameters, given.dataset), req.meter)
         if req.access is not None:
             req.access.upstream_status = result.upstream_status
         # What the gateway added, next to what the provider took (ms).
@@ -177,17 +176,21 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         # RestMLPredictionStreamAction puts "stream": "true" into the request's parameters
         # (so it wins), and a connector body may use ${parameters.stream}.
         parameters = {**given.parameters, STREAM_PARAMETER: "true"}
-        prepared = predictor.prepare(model, Ask(parameters), req.meter, stream=True)
-        return StreamReply(predictor.open_stream(prepared), ML_COMMONS_EVENTS)
+        check_one_api(model)
+        events = RoutedEvents(req.meter) if isinstance(model, RouterModel) else ML_COMMONS_EVENTS
+        return StreamReply(predictor.stream(model, lambda target: Bound(Ask(parameters)), req.meter), events)
 
     # admin, as the task routes it is followed with: a batch job is a long, billed piece of work
     @add("POST", f"{PREFIX}/models/{{model_id}}/_batch_predict")
     def batch_predict(req: Request) -> Reply:
         if batch is None:
             raise BadRequest("batch predict is not served here")
-        return Reply(200, batch.submit(resolve(req), _required(req.body), request_id=req.request_id))
+        model = resolve(req)
+        if isinstance(model, RouterModel):
+            raise BadRequest(f"model [{model.model_id}] is a router: batch predict runs on a model with a connector")
+        return Reply(200, batch.submit(model, _required(req.body), request_id=req.request_id))
 
-    def resolve(req: Request) -> ResolvedModel:
+    def resolve(req: Request) -> AnyModel:
         """The URL's model, deployed on first use; from here the call counts as its prediction."""
         model = registry.resolve(req.params["model_id"])
         req.mark_model_resolved()

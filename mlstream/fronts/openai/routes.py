@@ -30,10 +30,10 @@ from urllib.parse import unquote
 
 from ... import processing
 from ...errors import BadRequest, InvalidField
-from ...predict import Ask, Predictor
+from ...predict import Ask, Bound, Predictor, Prepared
 from ...providers import StreamKind, dialect_for
 from ...providers.openai import OPENAI_CHAT, OPENAI_COMPLETIONS
-from ...registry import Registry
+from ...registry import Registry, ResolvedModel, RouterModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from ..models import ModelFinder
 from . import wire
@@ -75,39 +75,48 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
             raise InvalidField("you must provide a prompt", param="prompt")
         model = models.find_for(req, reference)
         question = wire.last_user_text(body) if chat else _prompt_text(body["prompt"])  # for a model guardrail
-        dialect = dialect_for(model.connector.parameters, model.connector)
-        if dialect is (OPENAI_CHAT if chat else OPENAI_COMPLETIONS):
-            fields = wire.client_fields(body)
-            if not stream:
-                fields.pop("stream_options", None)  # the provider refuses it without stream
-            prepared = predictor.prepare(model, Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields),
-                                                    question=question),
-                                         req.meter, stream=stream, dialect=dialect)
-            if not stream:
-                return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
-            events = OpenAIChatEvents(completion_id="", created=0, model=reference, include_usage=usage, relay=True)
-            return StreamReply(predictor.open_stream(prepared, StreamKind.RELAY), events)
-        translation = TRANSLATIONS.get(dialect) if chat else None
-        if translation is None:
-            route = "chat completions" if chat else "text completions"
-            raise BadRequest(f"model [{model.model_id}] speaks {dialect.name}: the OpenAI front serves {route} for "
-                             + ("every LLM interface but openai/v1/completions" if chat
-                                else "openai/v1/completions models"))
-        fields = translation.request(body, stream)
-        # The template renders with the translated fields as parameters too (ml-commons'
-        # Gemini blueprint is {"contents": ${parameters.contents}}), and the last user text
-        # as ${parameters.inputs}; then the fields are set on what it rendered.
-        parameters = {**fields, "inputs": wire.last_user_text(body)}
-        ask = Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields), question=question)
-        prepared = predictor.prepare(model, ask, req.meter, stream=stream, dialect=dialect)
+        # A router's targets may speak different APIs: each one's chunks are read as chat
+        # deltas then, never relayed as they are.
+        routed = isinstance(model, RouterModel)
         completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        relayed: list[bool] = []  # whether the first model bound relays its chunks (then every one does)
+
+        def bind(target: ResolvedModel) -> Bound:
+            dialect = dialect_for(target.connector.parameters, target.connector)
+            if dialect is (OPENAI_CHAT if chat else OPENAI_COMPLETIONS):
+                fields = wire.client_fields(body)
+                if not stream:
+                    fields.pop("stream_options", None)  # the provider refuses it without stream
+                kind = StreamKind.CHAT if routed and chat else StreamKind.RELAY
+                relayed.append(kind is StreamKind.RELAY)
+                return Bound(Ask(fields, reshape=lambda rendered: wire.overlay(rendered, fields), question=question),
+                             dialect, kind, lambda prepared: predictor.exchange(prepared).decode("utf-8", "replace"))
+            translation = TRANSLATIONS.get(dialect) if chat else None
+            if translation is None:
+                route = "chat completions" if chat else "text completions"
+                raise BadRequest(f"model [{target.model_id}] speaks {dialect.name}: the OpenAI front serves {route} "
+                                 "for " + ("every LLM interface but openai/v1/completions" if chat
+                                           else "openai/v1/completions models"))
+            fields = translation.request(body, stream)
+            # The template renders with the translated fields as parameters too (ml-commons'
+            # Gemini blueprint is {"contents": ${parameters.contents}}), and the last user text
+            # as ${parameters.inputs}; then the fields are set on what it rendered.
+            parameters = {**fields, "inputs": wire.last_user_text(body)}
+            relayed.append(False)
+
+            def run(prepared: Prepared) -> dict[str, Any]:
+                return translation.answer(wire.loads_answer(predictor.exchange(prepared)),
+                                          completion_id=completion_id, created=created, model=reference)
+            return Bound(Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields),
+                             question=question), dialect, StreamKind.CHAT, run)
+
         if not stream:
-            answer = wire.loads_answer(predictor.exchange(prepared))
-            return Reply(200, translation.answer(answer, completion_id=completion_id, created=created,
-                                                 model=reference))
-        events = OpenAIChatEvents(completion_id=completion_id, created=created, model=reference,
-                                  include_usage=usage, relay=False)
-        return StreamReply(predictor.open_stream(prepared, StreamKind.CHAT), events)
+            answer = predictor.call(model, bind, req.meter)
+            return Reply(200, answer, content_type=JSON) if isinstance(answer, str) else Reply(200, answer)
+        pending = predictor.stream(model, bind, req.meter)
+        events = OpenAIChatEvents(completion_id=completion_id, created=created, model=reference, include_usage=usage,
+                                  relay=relayed[0])
+        return StreamReply(pending, events)
 
     @add("POST", "/embeddings")
     def embeddings(req: Request) -> Reply:
@@ -116,24 +125,27 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
         texts = wire.check_embedding_input(body)
         encoding = wire.encoding_format(body)
         model = models.find_for(req, reference)
-        connector = model.connector
-        url = connector.action("predict").url.split("?", 1)[0].rstrip("/")
-        if url.endswith("/embeddings"):  # OpenAI or Azure OpenAI: the client's request goes through
-            fields = wire.client_fields(body)
-            prepared = predictor.prepare(model, Ask({**fields, "input": texts},
-                                                    reshape=lambda rendered: wire.overlay(rendered, fields)),
-                                         req.meter)
-            return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
-        if body.get("dimensions") is not None:
-            raise InvalidField(f"model [{model.model_id}] does not take 'dimensions': its connector is not an "
-                               "OpenAI embeddings one", param="dimensions")
-        ask = Ask({}, processing.TextDocs(tuple(texts)))
-        result = predictor.predict(predictor.prepare(model, ask, req.meter))
-        vectors = wire.embedding_vectors(result.body)
-        if len(vectors) != len(texts):
-            raise BadRequest(f"model [{model.model_id}] answered {len(vectors)} embeddings for {len(texts)} inputs: "
-                             "is it an embedding model?")
-        return Reply(200, wire.embeddings_list(vectors, encoding, reference))
+
+        def bind(target: ResolvedModel) -> Bound:
+            url = target.connector.action("predict").url.split("?", 1)[0].rstrip("/")
+            if url.endswith("/embeddings"):  # OpenAI or Azure OpenAI: the client's request goes through
+                fields = wire.client_fields(body)
+                return Bound(Ask({**fields, "input": texts}, reshape=lambda rendered: wire.overlay(rendered, fields)),
+                             run=lambda prepared: predictor.exchange(prepared).decode("utf-8", "replace"))
+            if body.get("dimensions") is not None:
+                raise InvalidField(f"model [{target.model_id}] does not take 'dimensions': its connector is not an "
+                                   "OpenAI embeddings one", param="dimensions")
+
+            def run(prepared: Prepared) -> dict[str, Any]:
+                vectors = wire.embedding_vectors(predictor.predict(prepared).body)
+                if len(vectors) != len(texts):
+                    raise BadRequest(f"model [{target.model_id}] answered {len(vectors)} embeddings for {len(texts)} "
+                                     "inputs: is it an embedding model?")
+                return wire.embeddings_list(vectors, encoding, reference)
+            return Bound(Ask({}, processing.TextDocs(tuple(texts))), run=run)
+
+        answer = predictor.call(model, bind, req.meter)
+        return Reply(200, answer, content_type=JSON) if isinstance(answer, str) else Reply(200, answer)
 
     @add("GET", "/models")
     def list_models(req: Request) -> Reply:

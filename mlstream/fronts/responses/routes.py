@@ -21,9 +21,8 @@ import uuid
 from typing import Any
 
 from ...errors import InvalidField, NotFound, StoreError
-from ...predict import Predictor
-from ...providers import StreamKind
-from ...registry import Registry
+from ...predict import Bound, Predictor
+from ...registry import Registry, ResolvedModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from ...store import Store
 from ..chat import chat_call, read_completion
@@ -62,8 +61,11 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
             earlier = found.get("conversation") or []
         conversation = earlier + wire.input_messages(body)
         model = models.find_for(req, reference)
-        call = chat_call(model, wire.chat_request(body, conversation), stream=stream, api="Responses")
-        prepared = predictor.prepare(model, call.ask, req.meter, stream=stream, dialect=call.dialect)
+        chat = wire.chat_request(body, conversation)
+
+        def bind(target: ResolvedModel) -> Bound:
+            return chat_call(target, chat, stream=stream, api="Responses", exchange=predictor.exchange)
+
         response_id, created_at = f"resp_{uuid.uuid4().hex}", int(time.time())
 
         def keep(response: dict[str, Any]) -> None:
@@ -78,8 +80,8 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
 
         if stream:
             events = ResponseEvents(body, response_id=response_id, created_at=created_at, model=reference, keep=keep)
-            return StreamReply(predictor.open_stream(prepared, StreamKind.CHAT), events)
-        answer = read_completion(call.answer(predictor.exchange(prepared)))
+            return StreamReply(predictor.stream(model, bind, req.meter), events)
+        answer = read_completion(predictor.call(model, bind, req.meter))
         status, incomplete = wire.status_of(answer.finish_reason)
         response = wire.response(body, response_id=response_id, created_at=created_at, model=reference,
                                  status=status, output=wire.output_items(answer, new_item_id),
