@@ -308,9 +308,18 @@ def test_every_item_arrives_exactly_once_and_in_order(capacity, count, batch):
     def produce():
         return all(channel.put(item, timeout=None) for item in sent)
 
-    producer, produced, _ = run_in_thread(produce)
-    received = []
+    _drain_in_order(channel, sent, run_in_thread(produce), batch)
+
+
+def _drain_in_order(channel: Channel, sent: list, started: tuple, batch: bool, capacity: int | None = None) -> None:
+    """Take every item ``produce`` (started in ``started``) puts, as the writer does (one
+    wait, then, batching, what else is there), and check they are ``sent`` exactly once
+    and in order; the channel never holds more than ``capacity``."""
+    producer, produced, _ = started
+    received: list = []
     while len(received) < len(sent):
+        if capacity is not None:
+            assert channel.held <= capacity
         item = channel.get(timeout=HANG_GUARD)
         assert item is not None, "no item within the hang guard"
         received.append(item)
@@ -537,22 +546,7 @@ def test_put_many_items_arrive_exactly_once_and_in_order(capacity, sizes, batch)
     def produce():
         return all(channel.put_many(read, timeout=None) for read in reads)
 
-    producer, produced, _ = run_in_thread(produce)
-    received = []
-    while len(received) < len(sent):
-        assert channel.held <= capacity
-        item = channel.get(timeout=HANG_GUARD)
-        assert item is not None, "no item within the hang guard"
-        received.append(item)
-        while batch and len(received) < len(sent):
-            item = channel.get_nowait()
-            if item is None:
-                break
-            received.append(item)
-    join(producer)
-    assert produced == [True]
-    assert received == sent
-    assert channel.get_nowait() is None
+    _drain_in_order(channel, sent, run_in_thread(produce), batch, capacity)
 
 
 def test_put_many_racing_cancel_never_hangs_either_side():
