@@ -104,15 +104,20 @@ if os.environ.get("MLSTREAM_PROBE"):
             if record is not None:
                 record["open_end"], record["thread_cpu_open_end"] = _now(), time.thread_time()
 
-    def finish_probed(response, *, reusable):  # type: ignore[no-untyped-def]
+    # ``finish`` is a method since tracing came (a static method before): the call's own
+    # arguments are passed on as they came, whichever it is.
+    _finish_is_static = isinstance(upstream.ProviderCall.__dict__["finish"], staticmethod)
+
+    def finish_probed(*args, **kwargs):  # type: ignore[no-untyped-def]
         began = _now()
         try:
-            return _finish(response, reusable=reusable)
+            return _finish(*args, **kwargs)
         finally:
             _finishes.append((began, _now()))
 
     Handler.parse_request, Handler._handle, sse_writer.SSEWriter.run = parse_request, _handle_probed, run
-    upstream.ProviderCall.open, upstream.ProviderCall.finish = open_probed, staticmethod(finish_probed)
+    upstream.ProviderCall.open = open_probed
+    upstream.ProviderCall.finish = staticmethod(finish_probed) if _finish_is_static else finish_probed
 
     @atexit.register
     def _dump() -> None:
