@@ -91,7 +91,7 @@ class AnthropicStreamDecoder(JsonEventDecoder):
         self._message: dict[str, Any] = {}  # message_start's: its id and model
         self._tools = ToolCalls()
 
-    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+    def on_object(self, value: dict[str, Any]) -> Iterable[StreamItem]:
         kind = value.get("type")
         index = value.get("index")
         if kind == "content_block_delta":
@@ -158,13 +158,13 @@ class AnthropicRelayDecoder(JsonEventDecoder):
         self._usage: dict[str, Any] = {}
         self._stop_reason: str | None = None
         self._message: dict[str, Any] = {}  # message_start's: its id and model
-        self._payload: str | bytes = ""
+        self._payload = b""
 
-    def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
-        self._payload = payload  # the event's own text, relayed by on_object
-        return super()._on_event(name, payload)
+    def _on_event(self, payload: bytes) -> Iterable[StreamItem]:
+        self._payload = payload  # the event's own bytes, relayed by on_object
+        return super()._on_event(payload)
 
-    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+    def on_object(self, value: dict[str, Any]) -> Iterable[StreamItem]:
         kind = value.get("type")
         if kind == "message_start":
             self._message = json_object(value.get("message"))
@@ -180,8 +180,7 @@ class AnthropicRelayDecoder(JsonEventDecoder):
             return [error_failure(kind_name, text(error.get("message")) or kind_name)]
         elif kind == "ping":
             return ()
-        payload = self._payload
-        return [Chunk(payload if isinstance(payload, str) else payload.decode("utf-8", "replace"))]
+        return [Chunk(self._payload.decode("utf-8", "replace"))]
 
     def at_end(self) -> StreamItem:
         return Failure(UpstreamError("the provider ended the stream before message_stop"))

@@ -121,9 +121,10 @@ class ToolCalls:
 class JsonEventDecoder:
     """SSE events whose data is a JSON object, each mapped to items by ``on_object``.
 
-    Subclasses implement ``on_object(event_name, value)`` and ``at_end()`` (what the
-    end of the body means: Done if the answer was complete, else a Failure). After a
-    Done or Failure nothing more is decoded.
+    Subclasses implement ``on_object(value)`` and ``at_end()`` (what the end of the body
+    means: Done if the answer was complete, else a Failure). After a Done or Failure
+    nothing more is decoded. No provider's decoder reads an event's name (each names its
+    kind in the data, if at all), so only the data is decoded (``SSEDecoder.feed_data``).
     """
 
     sse_decoder: type[SSEDecoder] = SSEDecoder
@@ -136,10 +137,10 @@ class JsonEventDecoder:
         if self._ended:
             return []
         items: list[StreamItem] = []
-        for name, payload in self._events(data):
-            for item in self._on_event(name, payload):
+        for payload in self._events(data):
+            for item in self._on_event(payload):
                 items.append(item)
-                if isinstance(item, (Done, Failure)):
+                if type(item) is Done or type(item) is Failure:
                     self._ended = True
                     return items
         return items
@@ -150,20 +151,24 @@ class JsonEventDecoder:
         self._ended = True
         return [self.at_end()]
 
-    def _events(self, data: bytes) -> Iterable[tuple[str, str | bytes]]:
-        """The (event name, JSON text) of every event ``data`` completes."""
-        return [(event.event, event.data) for event in self._sse.feed(data)]
+    def _events(self, data: bytes) -> list[bytes]:
+        """The JSON text of every event ``data`` completes, as the bytes it came as."""
+        return self._sse.feed_data(data)
 
-    def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
+    def _on_event(self, payload: bytes) -> Iterable[StreamItem]:
         try:
             value = loads_json(payload)
         except ValueError:
-            return [Failure(UpstreamError("the provider sent a stream event that is not JSON"))]
-        if not isinstance(value, dict):
+            # Maybe JSON once bytes that are not UTF-8 are replaced, as SSE text decoding does.
+            try:
+                value = loads_json(payload.decode("utf-8", "replace"))
+            except ValueError:
+                return [Failure(UpstreamError("the provider sent a stream event that is not JSON"))]
+        if type(value) is not dict:
             return [Failure(UpstreamError("the provider sent a stream event that is not a JSON object"))]
-        return self.on_object(name, value)
+        return self.on_object(value)
 
-    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+    def on_object(self, value: dict[str, Any]) -> Iterable[StreamItem]:
         raise NotImplementedError
 
     def at_end(self) -> StreamItem:
@@ -176,7 +181,7 @@ MAX_JSON_LINE_BYTES = 1024 * 1024
 
 class JsonLinesDecoder(JsonEventDecoder):
     """Newline-delimited JSON objects (``application/jsonlines``), each mapped by
-    ``on_object("", value)``; blank lines are skipped."""
+    ``on_object(value)``; blank lines are skipped."""
 
     max_line_bytes = MAX_JSON_LINE_BYTES
 
@@ -185,7 +190,7 @@ class JsonLinesDecoder(JsonEventDecoder):
         self._partial: list[bytes] = []  # the pieces of the unterminated line (joined once, at its end)
         self._partial_bytes = 0
 
-    def _events(self, data: bytes) -> Iterable[tuple[str, str | bytes]]:
+    def _events(self, data: bytes) -> list[bytes]:
         *lines, rest = data.split(b"\n")
         if lines:
             lines[0] = b"".join([*self._partial, lines[0]])
@@ -195,7 +200,7 @@ class JsonLinesDecoder(JsonEventDecoder):
             self._partial_bytes += len(rest)
         if self._partial_bytes > self.max_line_bytes or any(len(line) > self.max_line_bytes for line in lines):
             raise ProtocolError(f"a JSON line longer than {self.max_line_bytes} bytes")
-        return [("", line) for line in lines if line.strip()]
+        return [line for line in lines if line.strip()]
 
     def finish(self) -> list[StreamItem]:
         if self._ended or not b"".join(self._partial).strip():
@@ -206,7 +211,7 @@ class JsonLinesDecoder(JsonEventDecoder):
 
 # A chat stream's usage: OpenAI's names, as the chat completions schema has them.
 CHAT_USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
-_DONE_MARKER = "[DONE]"
+_DONE_MARKER = b"[DONE]"
 
 
 class ChatChunks:
@@ -225,12 +230,46 @@ class ChatChunks:
         self._open_calls: list[int] = []
         self._response: tuple[str | None, str | None] | None = None  # the first chunk's id and model
 
-    def _on_event(self, name: str, payload: str | bytes) -> Iterable[StreamItem]:
-        if payload == _DONE_MARKER:
-            return [self._done()]
-        return super()._on_event(name, payload)  # type: ignore[misc]
+    def feed(self, data: bytes) -> list[StreamItem]:
+        """``JsonEventDecoder.feed`` with its hot path in one frame: a chunk that holds text
+        and nothing else this decoder reads (every chunk but the first and the last; a role
+        is ignored either way) is its Delta here, with no call per chunk; any other event
+        goes the common way."""
+        if self._ended:  # type: ignore[has-type]
+            return []
+        items: list[StreamItem] = []
+        for payload in self._events(data):  # type: ignore[attr-defined]
+            if payload == _DONE_MARKER:
+                items.append(self._done())
+                self._ended = True
+                return items
+            try:
+                value = loads_json(payload)
+            except ValueError:
+                value = None  # _on_event tells why
+            if type(value) is dict and self._response is not None:
+                choices = value.get("choices")
+                if type(choices) is list and len(choices) == 1 and value.get("usage") is None \
+                        and value.get("error") is None:
+                    choice = choices[0]
+                    if type(choice) is dict and choice.get("finish_reason") is None:
+                        delta = choice.get("delta")
+                        if type(delta) is dict and delta.get("tool_calls") is None \
+                                and delta.get("reasoning_content") is None:
+                            piece = delta.get("content")
+                            if type(piece) is str:
+                                if piece:
+                                    items.append(Delta(piece))
+                                continue
+            mapped = self.on_object(value) if type(value) is dict else self._on_event(payload)  # type: ignore[attr-defined]
+            for item in mapped:
+                items.append(item)
+                if type(item) is Done or type(item) is Failure:
+                    self._ended = True
+                    return items
+        return items
 
-    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+    def on_object(self, value: dict[str, Any]) -> Iterable[StreamItem]:
         if value.get("error") is not None:
             error = value["error"]
             message = error.get("message") if isinstance(error, dict) else error

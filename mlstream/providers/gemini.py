@@ -91,7 +91,7 @@ class GeminiStreamDecoder(JsonEventDecoder):
         self._usage: dict[str, Any] | None = None
         self._response: tuple[str | None, str | None] | None = None  # responseId, modelVersion
 
-    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+    def on_object(self, value: dict[str, Any]) -> Iterable[StreamItem]:
         if value.get("error") is not None:
             return [error_failure(json_object(value["error"]))]
         usage = value.get("usageMetadata")

@@ -77,7 +77,7 @@ class _WholeAnswerSSE(SSEDecoder):
 class _TokenObjects:
     """What TGI and LMI share: the same token objects, in different framing."""
 
-    def on_object(self, event_name: str, value: dict[str, Any]) -> Iterable[StreamItem]:
+    def on_object(self, value: dict[str, Any]) -> Iterable[StreamItem]:
         return _token_items(value)
 
     def at_end(self) -> StreamItem:

@@ -10,6 +10,7 @@ import pytest
 
 from mlstream.providers import StreamKind
 from mlstream.providers.anthropic import ANTHROPIC_MESSAGES
+from mlstream.providers.common import JsonEventDecoder
 from mlstream.providers.events import Chunk, Delta, Done, Failure, Reasoning
 from mlstream.providers.openai import (
     OPENAI_CHAT,
@@ -65,6 +66,66 @@ def test_the_openai_chat_dialect_reads_chat_streams_whole():
 def test_openai_chat_stream_split_at_every_offset():
     for cut in range(len(OPENAI_CHAT_STREAM) + 1):
         assert feed_all(OpenAIChatDecoder(), OPENAI_CHAT_STREAM, [cut]) == OPENAI_CHAT_EXPECTED, cut
+
+
+def comparable(items: list) -> list:
+    """Items with each Failure as its error's type and reason (exceptions compare by identity)."""
+    return [(type(item.error), item.error.reason) if isinstance(item, Failure) else item for item in items]
+
+
+class OneWayChatDecoder(OpenAIChatDecoder):
+    """Every event through ``on_object``: what the hot path in ``feed`` must agree with."""
+
+    feed = JsonEventDecoder.feed
+
+
+def event(value: object) -> bytes:
+    return b"data: " + json.dumps(value).encode() + b"\n\n"
+
+
+TEXT_CHOICE = {"index": 0, "delta": {"content": "x"}, "logprobs": None, "finish_reason": None}
+# Chunks after the first (whose id and model the decoder keeps): the hot path's edges.
+FAST_PATH_EDGES = {
+    "text": {"choices": [TEXT_CHOICE]},
+    "text and role": {"choices": [{**TEXT_CHOICE, "delta": {"role": "assistant", "content": "x"}}]},
+    "empty text": {"choices": [{**TEXT_CHOICE, "delta": {"content": ""}}]},
+    "no text": {"choices": [{**TEXT_CHOICE, "delta": {"content": None}}]},
+    "text not a string": {"choices": [{**TEXT_CHOICE, "delta": {"content": 5}}]},
+    "no delta": {"choices": [{"index": 0, "finish_reason": None}]},
+    "delta not an object": {"choices": [{**TEXT_CHOICE, "delta": "x"}]},
+    "reasoning": {"choices": [{**TEXT_CHOICE, "delta": {"content": "x", "reasoning_content": "r"}}]},
+    "empty reasoning": {"choices": [{**TEXT_CHOICE, "delta": {"content": "x", "reasoning_content": ""}}]},
+    "null reasoning": {"choices": [{**TEXT_CHOICE, "delta": {"content": "x", "reasoning_content": None}}]},
+    "null tool calls": {"choices": [{**TEXT_CHOICE, "delta": {"content": "x", "tool_calls": None}}]},
+    "empty tool calls": {"choices": [{**TEXT_CHOICE, "delta": {"content": "x", "tool_calls": []}}]},
+    "tool call": {"choices": [{**TEXT_CHOICE, "delta": {"content": "x", "tool_calls": [
+        {"index": 0, "id": "c1", "function": {"name": "f", "arguments": "{}"}}]}}]},
+    "finish": {"choices": [{**TEXT_CHOICE, "finish_reason": "length"}]},
+    "empty finish": {"choices": [{**TEXT_CHOICE, "finish_reason": ""}]},
+    "usage": {"choices": [TEXT_CHOICE], "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}},
+    "null usage": {"choices": [TEXT_CHOICE], "usage": None},
+    "null error": {"choices": [TEXT_CHOICE], "error": None},
+    "error": {"choices": [TEXT_CHOICE], "error": {"message": "boom"}},
+    "two choices": {"choices": [TEXT_CHOICE, {**TEXT_CHOICE, "index": 1}]},
+    "no choices": {"choices": []},
+    "choice not an object": {"choices": ["x"]},
+    "more fields": {"id": "other", "model": "m2", "obfuscation": "abc", "service_tier": "default",
+                    "choices": [TEXT_CHOICE]},
+    "not an object": ["x"],
+}
+
+
+@pytest.mark.parametrize("name", FAST_PATH_EDGES)
+def test_the_hot_path_decodes_as_the_whole_decoder_does(name):
+    stream = (event({"id": "c-1", "model": "m", "choices": [{**TEXT_CHOICE, "delta": {"role": "assistant"}}]})
+              + event(FAST_PATH_EDGES[name]) + event({"choices": [{**TEXT_CHOICE, "finish_reason": "stop"}]}))
+    expected = comparable(feed_all(OneWayChatDecoder(), stream, []))
+    for cut in range(len(stream) + 1):
+        items = feed_all(OpenAIChatDecoder(), stream, [cut])
+        assert comparable(items) == expected, cut
+        done = items[-1]
+        if isinstance(done, Done):
+            assert (done.response_id, done.response_model) == ("c-1", "m")
 
 
 @pytest.mark.parametrize("data, reason", [

@@ -1,0 +1,80 @@
+"""Server CPU per streamed answer through ``_predict/stream``, ``/v1/messages`` and
+``/v1/responses``, alternated round by round on one server:
+
+    python bench/probe/fronts_cpu.py [--chunks 200] [--requests 800] [--concurrency 16]
+                                     [--rounds 6]
+
+One fake provider and one mlstream server (its source: this tree, or
+``BENCH_MLSTREAM_SRC``); each round sends ``--requests`` streams of one OpenAI-interface
+model through each front in turn (the order rotating), ``--concurrency`` clients at
+once, and reads the server process's CPU (every thread, user + system) around it.
+Prints each front's median CPU per answer and its ratio to ``_predict/stream``'s:
+scenario 11's relay figure without the direct side, whose own spread on two shared
+cores is as large as the difference looked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.loadgen import LoadGenerator, User  # noqa: E402
+from bench.probe.cpu_profile import cpu_times  # noqa: E402
+from bench.procs import Admin, Processes, register_model  # noqa: E402
+from bench.scenarios import make_pair  # noqa: E402  (before bench.fronts, which it imports)
+from bench.fronts import front_request  # noqa: E402
+
+SIDES = ("ml_commons", "messages", "responses")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chunks", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=800)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=6)
+    args = parser.parse_args()
+    with Processes() as procs:
+        fake = procs.start_fake()
+        server = procs.start_mlstream(workers=128, queue_chunks=64)
+        model = f"gpt-fake?chunks={args.chunks}"
+        pair = make_pair(model, register_model(Admin(server.address), fake.address, model, max_connection=4),
+                         fake.address, server.address, stream=True)
+        targets = {"ml_commons": pair.requests["mlstream"],
+                   **{front: front_request(server.address, front, pair.model_id) for front in SIDES[1:]}}
+        figures: dict[str, list[float]] = {side: [] for side in SIDES}
+        system: dict[str, list[float]] = {side: [] for side in SIDES}
+        for round_number in range(args.rounds + 1):  # round 0 warms up
+            order = SIDES[round_number % 3:] + SIDES[:round_number % 3]
+            for side in order:
+                users = [User(server.address, targets[side], count=max(1, args.requests // args.concurrency))
+                         for _ in range(args.concurrency)]
+                before = cpu_times(server.pid)
+                responses = LoadGenerator().run(users, timeout=600).responses
+                after = cpu_times(server.pid)
+                cpu = sum(after) - sum(before)
+                failed = sum(not response.ok for response in responses)
+                if failed:
+                    raise SystemExit(f"{failed} of {len(responses)} {side} streams failed")
+                if round_number:
+                    figures[side].append(cpu / len(responses) * 1e6)
+                    system[side].append((after[1] - before[1]) / len(responses) * 1e6)
+    base = statistics.median(figures["ml_commons"])
+    print(f"{args.chunks}-chunk answers, c={args.concurrency}, {args.rounds} rounds of {args.requests}; "
+          f"server CPU per answer (µs), median [min-max], over ml_commons, and its system part:")
+    for side in SIDES:
+        values = figures[side]
+        middle = statistics.median(values)
+        print(f"  {side:11} {middle:7.0f} [{min(values):.0f}-{max(values):.0f}]  {middle / base:.3f}  "
+              f"system {statistics.median(system[side]):.0f}")
+    print(f"  load average at the end {time.strftime('%H:%M:%S')}: {open('/proc/loadavg').read().split()[0]}")
+
+
+if __name__ == "__main__":
+    main()
