@@ -29,6 +29,8 @@ from .errors import error_event
 
 # Anthropic writes an event's type first in its data: read without parsing the event.
 _LEADING_TYPE = re.compile(r'\s*\{\s*"type"\s*:\s*"([A-Za-z_]+)"')
+# A text_delta event: its head (up to the text, ``_open``) and the escaped text.
+_TEXT_DELTA = b"%b%b}}" + EVENT_END
 MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}' + EVENT_END
 
 
@@ -56,9 +58,10 @@ class MessagesEvents:
             + EVENT_END
 
     def content(self, content: Any) -> bytes:
-        if isinstance(content, str):  # the hot path: one text delta, its JSON head prepared
-            opening = b"" if self._block == "text" else self._open("text", {"type": "text", "text": ""})
-            return opening + self._text_head + _json_string(content) + b"}}" + EVENT_END
+        if type(content) is str and self._block == "text":  # the hot path: its event's head prepared
+            return _TEXT_DELTA % (self._text_head, _json_string(content))
+        if isinstance(content, str):
+            return self._open("text", {"type": "text", "text": ""}) + self.content(content)
         call = tool_call(content)
         if call is None:  # a provider's block with no Anthropic counterpart: its JSON as text
             return self.content(json.dumps(content))

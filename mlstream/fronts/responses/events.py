@@ -20,7 +20,7 @@ it when ``store`` is true).
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,10 +34,12 @@ from ..openai.wire import tool_call
 from . import wire
 
 Keep = Callable[[dict[str, Any]], None]
+# An output_text.delta event: its head (up to the text, ``_open_item``), the escaped text, the sequence number.
+_TEXT_DELTA = b'%b%b,"logprobs":[],"sequence_number":%d}' + EVENT_END
 
 
 def new_item_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
+    return f"{prefix}_{os.urandom(16).hex()}"  # a random UUID's 32 hex digits, without building one
 
 
 class ResponseEvents:
@@ -54,6 +56,7 @@ class ResponseEvents:
         self._started = False
         self._output: list[dict[str, Any]] = []
         self._open: dict[str, Any] | None = None  # the item being streamed (message or reasoning)
+        self._open_kind: str | None = None         # its type
         self._text: list[str] = []                # its text so far
         self._tool_calls = 0
         self._text_head = b""  # an output_text.delta event up to its text, for the open message
@@ -64,12 +67,13 @@ class ResponseEvents:
         raise TypeError("the Responses front reads every stream as chat")
 
     def content(self, content: Any) -> bytes:
-        if isinstance(content, str):  # the hot path: one text delta, its JSON head prepared
-            opening = b"" if self._open is not None and self._open["type"] == "message" else self._open_item("message")
+        if type(content) is str and self._open_kind == "message":  # the hot path: its event's head prepared
             self._text.append(content)
-            sequence, self._sequence = self._sequence, self._sequence + 1
-            return (opening + self._text_head + escape_json_string(content).encode("utf-8", "backslashreplace")
-                    + b',"logprobs":[],"sequence_number":%d}' % sequence + EVENT_END)
+            self._sequence += 1
+            return _TEXT_DELTA % (self._text_head, escape_json_string(content).encode("utf-8", "backslashreplace"),
+                                  self._sequence - 1)
+        if isinstance(content, str):
+            return self._open_item("message") + self.content(content)
         call = tool_call(content)
         if call is None:
             return self.content(str(content))
@@ -137,7 +141,7 @@ class ResponseEvents:
             kind.encode("ascii"), kind.encode("ascii"), sequence, response) + EVENT_END)
 
     def _open_item(self, kind: str) -> bytes:
-        if self._open is not None and self._open["type"] == kind:
+        if self._open_kind == kind:
             return b""
         events = self._start() + self._close()
         index = len(self._output)
@@ -152,7 +156,7 @@ class ResponseEvents:
         else:
             item = {"id": new_item_id("rs"), "type": "reasoning", "summary": []}
             events += self._event("response.output_item.added", output_index=index, item=item)
-        self._open, self._text = item, []
+        self._open, self._open_kind, self._text = item, kind, []
         return events
 
     def _text_delta(self, kind: str, text: str) -> bytes:
@@ -167,7 +171,7 @@ class ResponseEvents:
         item = self._open
         if item is None:
             return b""
-        self._open = None
+        self._open = self._open_kind = None
         index, text = len(self._output), "".join(self._text)
         if item["type"] == "message":
             events = self._event("response.output_text.done", item_id=item["id"], output_index=index,

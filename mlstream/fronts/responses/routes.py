@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from typing import Any
 
 from ...errors import InvalidField, NotFound, StoreError
@@ -66,7 +65,7 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
         def bind(target: ResolvedModel) -> Bound:
             return chat_call(target, chat, stream=stream, api="Responses", exchange=predictor.exchange)
 
-        response_id, created_at = f"resp_{uuid.uuid4().hex}", int(time.time())
+        response_id, created_at = new_item_id("resp"), int(time.time())
 
         def keep(response: dict[str, Any]) -> None:
             if not keep_it:
