@@ -30,7 +30,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .errors import StoreError, StoreUnavailable
-from .store import KINDS, Record, Store, record_from_row
+from .speedups import dumps_json
+from .store import KINDS, RESPONSE_PURGE_SECONDS, Paced, Record, Store, record_from_row
 from .usage_store import POSTGRES_SCHEMA, PostgresUsage, UsageTables
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ class PostgresStore(Store):
         # Guards the change counter: one increment or read under it.
         self._counter_lock = threading.Lock()
         self._counter = 0
+        self.response_purge = Paced(RESPONSE_PURGE_SECONDS)
         # Backends of our own pooled connections (guarded by _counter_lock): their commits
         # bump the counter at once, so their NOTIFYs are not counted twice.
         self._own_backends: set[int] = set()
@@ -215,11 +217,12 @@ class PostgresStore(Store):
             with conn.transaction():
                 yield conn
     def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
-        self._query("DELETE FROM mlstream_response WHERE expires <= EXTRACT(EPOCH FROM clock_timestamp())",
-                    fetch=False)
+        if self.response_purge.due():
+            self._query("DELETE FROM mlstream_response WHERE expires <= EXTRACT(EPOCH FROM clock_timestamp())",
+                        fetch=False)
         self._query("INSERT INTO mlstream_response (id, doc, expires) VALUES (%s, %s, %s) ON CONFLICT (id)"
                     " DO UPDATE SET doc = excluded.doc, expires = excluded.expires",
-                    (response_id, json.dumps(doc), expires_at), fetch=False)
+                    (response_id, dumps_json(doc).decode(), expires_at), fetch=False)
 
     def get_response(self, response_id: str) -> dict[str, Any] | None:
         rows = self._query("SELECT doc FROM mlstream_response WHERE id = %s"
