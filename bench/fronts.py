@@ -2,9 +2,10 @@
 
     relay        scenario 1's relay at ``openai_concurrency`` through ``/v1/messages`` and
                  ``/v1/responses`` (an OpenAI-interface model: its chunks read as chat and
-                 written as each API's events) and through ``_predict/stream``, each paired
-                 with its own direct trials; the figure is each front's mlstream/direct ratio
-                 over the ml-commons front's (goal >= 0.90)
+                 written as each API's events), through ``_predict/stream`` and direct, each
+                 in every round, the order rotating round by round (as many rounds as sides);
+                 the figure is each front's chunks/s over the ml-commons front's (goal >=
+                 0.90), each side also against the one pooled direct figure
     first token  scenario 2's first token at c=1, the four targets (direct, ml-commons,
                  Messages, Responses) alternated request by request (goal: each front's p50
                  over ml-commons' <= 1.10)
@@ -22,8 +23,8 @@ from typing import Any
 
 from .loadgen import Dialect, alternate, build_request
 from .procs import SEED_MESSAGES
-from .scenarios import (BENCH_PROMPT, Env, Pair, _provider_pair, _relay_level, preflight, sides_figures,
-                        provider_benches, ratio)
+from .scenarios import (BENCH_PROMPT, Env, Pair, _provider_pair, _relay_level, preflight, provider_benches, ratio,
+                        relay_sides, sides_figures)
 
 # The loadgen's markers for each front's events (bench/loadgen.py reads their first text).
 MESSAGES = Dialect("messages", b'"type":"text_delta"', b"event: message_stop", error=b"event: error")
@@ -33,23 +34,16 @@ FRONTS = ("messages", "responses")
 SIDES = ("direct", "ml_commons", *FRONTS)
 
 
-def _front_request(env: Env, front: str, model_id: str) -> Any:
+def front_request(address: tuple[str, int], front: str, model_id: str) -> Any:
     system, user = SEED_MESSAGES[0]["content"], SEED_MESSAGES[1]["content"]
     if front == "messages":
         body = {"model": model_id, "max_tokens": 4096, "stream": True, "system": system,
                 "messages": [{"role": "user", "content": user}]}
-        return build_request(env.mlstream.address, "/v1/messages", body, dialect=MESSAGES, stream=True,
+        return build_request(address, "/v1/messages", body, dialect=MESSAGES, stream=True,
                              label="messages")
     body = {"model": model_id, "stream": True, "instructions": system, "input": user}
-    return build_request(env.mlstream.address, "/v1/responses", body, dialect=RESPONSES, stream=True,
+    return build_request(address, "/v1/responses", body, dialect=RESPONSES, stream=True,
                          label="responses")
-
-
-def _front_pair(env: Env, ml_pair: Pair, front: str) -> Pair:
-    """``ml_pair``'s model and direct request, its mlstream side through ``front``."""
-    return Pair(ml_pair.model, {"direct": ml_pair.requests["direct"],
-                                "mlstream": _front_request(env, front, ml_pair.model_id)},
-                {"direct": ml_pair.addresses["direct"], "mlstream": env.mlstream.address}, ml_pair.model_id)
 
 
 def new_fronts(env: Env) -> dict[str, Any]:
@@ -57,20 +51,31 @@ def new_fronts(env: Env) -> dict[str, Any]:
     out: dict[str, Any] = {"relay": {}}
     model = f"gpt-fake?chunks={cfg.throughput_chunks}"
     ml_pair = env.pair(model, max_connection=max(cfg.openai_concurrency))
-    pairs = {front: _front_pair(env, ml_pair, front) for front in FRONTS}
-    for pair in (ml_pair, *pairs.values()):
-        preflight(env, pair, cfg.throughput_chunks)
+    preflight(env, ml_pair, cfg.throughput_chunks)
+    targets = {"direct": (ml_pair.addresses["direct"], ml_pair.requests["direct"]),
+               "ml_commons": (env.mlstream.address, ml_pair.requests["mlstream"])}
+    for front in FRONTS:
+        targets[front] = (env.mlstream.address, front_request(env.mlstream.address, front, ml_pair.model_id))
+        preflight(env, Pair(ml_pair.model, {"direct": ml_pair.requests["direct"], "mlstream": targets[front][1]},
+                            ml_pair.addresses, ml_pair.model_id), cfg.throughput_chunks)
     for c in cfg.openai_concurrency:
-        ml = _relay_level(env, ml_pair, c, env.fake)
-        level: dict[str, Any] = {"ml_commons": ml}
-        for front, pair in pairs.items():
-            level[front] = _relay_level(env, pair, c, env.fake)
-            level[f"{front}_over_ml_commons"] = ratio(level[front]["ratio_chunks"], ml["ratio_chunks"])
+        # Every side in every round, the order rotating: each front meets the same load as
+        # _predict/stream, and one direct figure (the same request for all) serves them all.
+        sides = relay_sides(env, targets, c, env.fake, rounds=None if cfg.quick else len(targets))
+        direct = sides["direct"]
+        level: dict[str, Any] = {"direct_pooled_chunks_per_s": direct["chunks_per_s"]}
+        for side in ("ml_commons", *FRONTS):
+            level[side] = {"direct": direct, "mlstream": sides[side],
+                           "ratio_chunks": ratio(sides[side]["chunks_per_s"], direct["chunks_per_s"]),
+                           "ratio_mb": ratio(sides[side]["mb_per_s"], direct["mb_per_s"])}
+        for front in FRONTS:
+            level[f"{front}_over_ml_commons"] = ratio(sides[front]["chunks_per_s"], sides["ml_commons"]["chunks_per_s"])
         out["relay"][str(c)] = level
     out["first_token_c1"] = _first_token(env)
     out["anthropic_relay"] = _anthropic_relay(env)
-    out["note"] = ("relay: chunks/s ratio mlstream/direct per front, each front's over the ml-commons front's "
-                   "(goal >= 0.90); first token: request's first byte -> first event with text, c=1, the four "
+    out["note"] = ("relay: direct, ml-commons, Messages and Responses in every round, the order rotating; each "
+                   "front's chunks/s over the ml-commons front's (goal >= 0.90), each side also x direct (one "
+                   "pooled figure); first token: request's first byte -> first event with text, c=1, the four "
                    "targets alternated (goal: front p50 / ml-commons p50 <= 1.10); anthropic_relay: an Anthropic "
                    "model relayed by /v1/messages vs _predict/stream, one pooled direct figure")
     return out
@@ -83,7 +88,7 @@ def _first_token(env: Env) -> dict[str, Any]:
     targets = {"direct": (ml_pair.addresses["direct"], ml_pair.requests["direct"]),
                "ml_commons": (ml_pair.addresses["mlstream"], ml_pair.requests["mlstream"])}
     for front in FRONTS:
-        targets[front] = (env.mlstream.address, _front_request(env, front, ml_pair.model_id))
+        targets[front] = (env.mlstream.address, front_request(env.mlstream.address, front, ml_pair.model_id))
     result = alternate(targets, cfg.latency_pairs, pause=cfg.latency_pause_ms / 1000, warmup=10, timeout=300)
     env.generator_runs.append({"label": "new fronts first token", "wall": round(result.wall, 3),
                                "cpu": round(result.cpu, 3)})

@@ -251,12 +251,24 @@ def relay_throughput(env: Env) -> dict[str, Any]:
 def _relay_level(env: Env, pair: Pair, c: int, fake: Child) -> dict[str, Any]:
     """``c`` keep-alive clients streaming ``pair``'s answer back to back, direct and through
     mlstream in alternating rounds: chunks/s and MB/s inside the measuring window."""
+    level: dict[str, Any] = relay_sides(env, {side: (pair.addresses[side], pair.requests[side]) for side in SIDES},
+                                        c, fake)
+    level["ratio_chunks"] = ratio(level["mlstream"]["chunks_per_s"], level["direct"]["chunks_per_s"])
+    level["ratio_mb"] = ratio(level["mlstream"]["mb_per_s"], level["direct"]["mb_per_s"])
+    return level
+
+
+def relay_sides(env: Env, targets: dict[str, tuple[tuple[str, int], Request]], c: int, fake: Child,
+                rounds: int | None = None) -> dict[str, dict[str, Any]]:
+    """Scenario 1's closed loop for each side of ``targets`` (address and request), a trial of
+    each in every round, the order rotating round by round (two sides: alternating which goes
+    first): each side's chunks/s and MB/s inside the measuring windows of all its trials."""
     cfg = env.cfg
 
     def trial(side: str) -> dict[str, Any]:
         end = cfg.warmup + cfg.trial_seconds
-        users = [User(pair.addresses[side], pair.requests[side], count=10**9, stop_issuing=end)
-                 for _ in range(c)]
+        address, request = targets[side]
+        users = [User(address, request, count=10**9, stop_issuing=end) for _ in range(c)]
         ml0, fake0 = env.mlstream.sample(), fake.sample()
         result = env.run(users, timeout=end + 60, window=(cfg.warmup, end), label=f"throughput c={c} {side}")
         ml1, fake1 = env.mlstream.sample(), fake.sample()
@@ -266,14 +278,20 @@ def _relay_level(env: Env, pair: Pair, c: int, fake: Child) -> dict[str, Any]:
                 "chunks_per_s": round(result.window_content / seconds, 1) if seconds else None,
                 "streams": out.to_json(), "generator_cpu": round(result.cpu / result.wall, 3),
                 "mlstream_cpu": cpu_share(ml0, ml1, result.wall), "fake_cpu": cpu_share(fake0, fake1, result.wall)}
-    trials = env.paired(trial)
-    level: dict[str, Any] = {}
-    for side in SIDES:
-        rows = trials[side]
+
+    sides = list(targets)
+    trials: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    for r in range(rounds or cfg.rounds):
+        turn = r % len(sides)
+        for side in sides[turn:] + sides[:turn]:
+            trials[side].append(trial(side))
+            env.settle()
+    out: dict[str, dict[str, Any]] = {}
+    for side, rows in trials.items():
         chunks = sum(t["chunks"] for t in rows)
         nbytes = sum(t["bytes"] for t in rows)
         seconds = sum(t["seconds"] for t in rows)
-        level[side] = {
+        out[side] = {
             "chunks_per_s": round(chunks / seconds, 1) if seconds else None,
             "mb_per_s": round(nbytes / seconds / 1e6, 3) if seconds else None,
             "rounds_chunks_per_s": [t["chunks_per_s"] for t in rows],
@@ -284,9 +302,7 @@ def _relay_level(env: Env, pair: Pair, c: int, fake: Child) -> dict[str, Any]:
             "mlstream_cpu": _mean(t["mlstream_cpu"] for t in rows),
             "fake_cpu": _mean(t["fake_cpu"] for t in rows),
         }
-    level["ratio_chunks"] = ratio(level["mlstream"]["chunks_per_s"], level["direct"]["chunks_per_s"])
-    level["ratio_mb"] = ratio(level["mlstream"]["mb_per_s"], level["direct"]["mb_per_s"])
-    return level
+    return out
 
 
 # =========================================================================== 2. added latency

@@ -34,9 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.loadgen import _exchange  # noqa: E402
+from bench.loadgen import LoadGenerator, User, _exchange  # noqa: E402
 from bench.procs import CLK_TCK, Admin, Processes, register_model  # noqa: E402
-from bench.scenarios import make_pair  # noqa: E402
+from bench.scenarios import make_pair  # noqa: E402  (before bench.fronts, which it imports)
+from bench.fronts import front_request  # noqa: E402
 
 WARMUP = 200
 SNAPSHOT_SECONDS = 10.0
@@ -45,9 +46,13 @@ SNAPSHOT_SECONDS = 10.0
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--predict", action="store_true", help="non-stream _predict")
+    parser.add_argument("--front", choices=("messages", "responses"), help="stream through /v1/messages or "
+                        "/v1/responses instead of _predict/stream")
     parser.add_argument("--chunks", type=int, default=10)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--pause-ms", type=float, default=0.0)
+    parser.add_argument("--concurrency", type=int, default=1, help="clients streaming at once (the load "
+                        "generator's, each on its own keep-alive connection); --requests in all")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--py-spy", action="store_true")
     parser.add_argument("--stages", action="store_true", help="thread CPU of the functions in stage_hook.STAGES")
@@ -74,6 +79,8 @@ def main() -> None:
         pair = make_pair(model, register_model(admin, fake.address, model, max_connection=4), fake.address,
                          server.address, stream=not args.predict)
         target = (pair.addresses["mlstream"], pair.requests["mlstream"])
+        if args.front:
+            target = (server.address, front_request(server.address, args.front, pair.model_id))
         conns: dict = {"mlstream": None}
         deadline = time.monotonic() + 600
         for _ in range(WARMUP):
@@ -92,7 +99,11 @@ def main() -> None:
         cpu0, wall0, load0 = cpu_times(server.pid), time.monotonic(), os.getloadavg()[0]
         fake0, switches0 = cpu_times(fake.pid), context_switches(server.pid)
         failed = 0
-        for _ in range(args.requests):
+        if args.concurrency > 1:
+            users = [User(target[0], target[1], count=args.requests // args.concurrency)
+                     for _ in range(args.concurrency)]
+            failed = sum(not response.ok for response in LoadGenerator().run(users, timeout=600).responses)
+        for _ in range(args.requests if args.concurrency == 1 else 0):
             if args.pause_ms:
                 time.sleep(args.pause_ms / 1000)
             failed += not _exchange(conns, "mlstream", target, deadline).ok
@@ -106,8 +117,9 @@ def main() -> None:
         if conns["mlstream"] is not None:
             conns["mlstream"].close()
     n = args.requests
-    kind = "_predict" if args.predict else f"_predict/stream ({args.chunks} chunks)"
-    print(f"{kind}, {n} requests ({failed} failed), pause {args.pause_ms:g} ms, load {load0:.1f}: "
+    kind = "_predict" if args.predict else f"{args.front or '_predict/stream'} ({args.chunks} chunks)"
+    print(f"{kind}, {n} requests ({failed} failed), c={args.concurrency}, pause {args.pause_ms:g} ms, "
+          f"load {load0:.1f}: "
           f"server CPU {(sum(cpu1) - sum(cpu0)) / n * 1e6:.0f} µs/request (user {(cpu1[0] - cpu0[0]) / n * 1e6:.0f}, "
           f"system {(cpu1[1] - cpu0[1]) / n * 1e6:.0f}), fake {(sum(fake1) - sum(fake0)) / n * 1e6:.0f}, "
           f"wall {(wall1 - wall0) / n * 1e6:.0f} µs/request, {(switches1 - switches0) / n:.1f} thread sleeps/request"
