@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from .errors import StoreError
 from .ratelimit import take
@@ -140,10 +140,14 @@ class Store(ABC):
     # Stored responses of the Responses front (``/v1/responses`` with ``store``): kept apart
     # from the records (no change to announce, no cache to reload), each until it expires.
 
-    @abstractmethod
     def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
-        """Keep ``doc`` until ``expires_at`` (Unix seconds); expired ones are purged meanwhile
-        (by a call at most every ``RESPONSE_PURGE_SECONDS``)."""
+        """Keep ``doc`` until ``expires_at`` (Unix seconds)."""
+        self.put_responses([(response_id, doc, expires_at)])
+
+    @abstractmethod
+    def put_responses(self, responses: Sequence[tuple[str, dict[str, Any], float]]) -> None:
+        """Keep each (id, doc, expires at) in one transaction; expired ones are purged
+        meanwhile (by a call at most every ``RESPONSE_PURGE_SECONDS``)."""
 
     @abstractmethod
     def get_response(self, response_id: str) -> dict[str, Any] | None:
@@ -371,12 +375,24 @@ class SQLiteStore(Store):
                 raise StoreError(f"store operation failed: {exc}") from exc
         return 0.0 if taken else wait
 
-    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
-        if self.response_purge.due():
-            self._responses("DELETE FROM response WHERE expires <= ?", (time.time(),))
-        self._responses("INSERT INTO response (id, doc, expires) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE"
-                        " SET doc = excluded.doc, expires = excluded.expires",
-                        (response_id, dumps_json(doc).decode(), expires_at))
+    def put_responses(self, responses: Sequence[tuple[str, dict[str, Any], float]]) -> None:
+        rows = [(response_id, dumps_json(doc).decode(), expires_at) for response_id, doc, expires_at in responses]
+        purge = self.response_purge.due()
+        with self._responses_lock:
+            db = self._responses_db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    if purge:
+                        db.execute("DELETE FROM response WHERE expires <= ?", (time.time(),))
+                    db.executemany("INSERT INTO response (id, doc, expires) VALUES (?, ?, ?) ON CONFLICT(id)"
+                                   " DO UPDATE SET doc = excluded.doc, expires = excluded.expires", rows)
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"store operation failed: {exc}") from exc
 
     def get_response(self, response_id: str) -> dict[str, Any] | None:
         rows = self._responses("SELECT doc FROM response WHERE id = ? AND expires > ?",

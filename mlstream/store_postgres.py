@@ -27,7 +27,7 @@ import logging
 import threading
 import uuid
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from .errors import StoreError, StoreUnavailable
 from .speedups import dumps_json
@@ -216,13 +216,17 @@ class PostgresStore(Store):
         with self._errors("use the PostgreSQL store's usage tables"), self._pool.connection() as conn:
             with conn.transaction():
                 yield conn
-    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
-        if self.response_purge.due():
-            self._query("DELETE FROM mlstream_response WHERE expires <= EXTRACT(EPOCH FROM clock_timestamp())",
-                        fetch=False)
-        self._query("INSERT INTO mlstream_response (id, doc, expires) VALUES (%s, %s, %s) ON CONFLICT (id)"
-                    " DO UPDATE SET doc = excluded.doc, expires = excluded.expires",
-                    (response_id, dumps_json(doc).decode(), expires_at), fetch=False)
+
+    def put_responses(self, responses: Sequence[tuple[str, dict[str, Any], float]]) -> None:
+        rows = [(response_id, dumps_json(doc).decode(), expires_at) for response_id, doc, expires_at in responses]
+        purge = self.response_purge.due()
+        with self._errors("keep responses in the PostgreSQL store"), self._pool.connection() as conn:
+            with conn.transaction():
+                if purge:
+                    conn.execute("DELETE FROM mlstream_response WHERE expires <= EXTRACT(EPOCH FROM clock_timestamp())")
+                conn.cursor().executemany(
+                    "INSERT INTO mlstream_response (id, doc, expires) VALUES (%s, %s, %s) ON CONFLICT (id)"
+                    " DO UPDATE SET doc = excluded.doc, expires = excluded.expires", rows)
 
     def get_response(self, response_id: str) -> dict[str, Any] | None:
         rows = self._query("SELECT doc FROM mlstream_response WHERE id = %s"

@@ -10,6 +10,7 @@
      +-- pool (StreamPool)  upstream (UpstreamClient)  predictor (Predictor)  batch (BatchJobs)
      +-- in_flight (InFlight)  metrics (Metrics)  router (Router)
      +-- recorder (UsageRecorder)  controllers (Controllers)  accountant (Accountant: admit, record)
+     +-- responses_kept (ResponseKeeper): the Responses front's stored responses, written off its streams
      +-- stop_words (StopWordIndices): what guardrails percolate
      +-- telemetry (None, or OtelTelemetry: spans and GenAI metrics over OTLP, docs/tracing.md)
 
@@ -58,6 +59,7 @@ from ..fronts.mlcommons.routes import build_router
 from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.mlcommons.usage_routes import add_usage_routes
 from ..fronts.openai.routes import add_openai_routes
+from ..fronts.responses.keeper import ResponseKeeper
 from ..fronts.responses.routes import add_responses_routes
 from ..usage_recorder import UsageRecorder
 from .deadlines import Deadlines
@@ -170,7 +172,9 @@ class App:
         add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
                          self.controllers)
         add_anthropic_routes(self.router, self.registry, self.predictor)
-        add_responses_routes(self.router, self.registry, self.predictor, self.store, settings.responses_ttl_days)
+        self.responses_kept = ResponseKeeper(self.store, shared=shared)  # the Responses front's, off its streams
+        add_responses_routes(self.router, self.registry, self.predictor, self.responses_kept,
+                             settings.responses_ttl_days)
         add_console_routes(self.router)
         add_index_routes(self.router, self.stop_words)  # last: /{index} takes what no other route does
         # Set when shutdown begins: keep-alive connections are closed after their
@@ -226,6 +230,7 @@ class App:
         self.pool.shutdown()
         self.upstream.close()
         self.recorder.close()  # after the drain: every call answered is in the queue
+        self.responses_kept.close()  # likewise every response kept
         self.store.close()
         if self.telemetry is not None:  # last: what the drain's streams ended with goes too
             self.telemetry.shutdown()

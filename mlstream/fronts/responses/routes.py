@@ -9,41 +9,36 @@ over the same registry, keys, pool and streaming core as every other route.
 
 ``store`` (default true, as OpenAI) keeps the finished response, and the conversation it
 ends, for ``responses_ttl_days``: ``previous_response_id`` continues it, ``GET`` returns it,
-``DELETE`` removes it. Keeping is best effort: a store that fails is logged, and the
-answer still goes out.
+``DELETE`` removes it. Keeping is best effort and off the answer's path (``keeper``): a
+store that fails is logged, and the answer still goes out.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
-from ...errors import InvalidField, NotFound, StoreError
+from ...errors import InvalidField, NotFound
 from ...predict import Bound, Predictor
 from ...registry import Registry, ResolvedModel
 from ...server.routing import Reply, Request, Router, StreamReply
-from ...store import Store
 from ..chat import chat_call, read_completion
 from ..models import ModelFinder
 from ..openai.wire import object_body
 from . import wire
 from .errors import RESPONSES_FRONT
 from .events import ResponseEvents, new_item_id
-
-log = logging.getLogger(__name__)
+from .keeper import ResponseKeeper
 
 PREFIX = "/v1/responses"
 SECONDS_PER_DAY = 86400
 
 
-def add_responses_routes(router: Router, registry: Registry, predictor: Predictor, store: Store,
+def add_responses_routes(router: Router, registry: Registry, predictor: Predictor, keeper: ResponseKeeper,
                          ttl_days: float) -> None:
     router.claim_prefix(PREFIX, RESPONSES_FRONT)
     models = ModelFinder(registry)
-
-    def stored(response_id: str) -> dict[str, Any] | None:
-        return store.get_response(response_id)
+    stored = keeper.get
 
     def create(req: Request) -> Reply | StreamReply:
         body = object_body(req.body)
@@ -72,10 +67,7 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
                 return
             doc = {"response": response,
                    "conversation": conversation + wire.items_to_messages(response["output"], "output")}
-            try:
-                store.put_response(response_id, doc, time.time() + ttl_days * SECONDS_PER_DAY)
-            except StoreError as error:
-                log.warning("response %s was not stored: %s", response_id, error.reason)
+            keeper.keep(response_id, doc, time.time() + ttl_days * SECONDS_PER_DAY)
 
         if stream:
             events = ResponseEvents(body, response_id=response_id, created_at=created_at, model=reference, keep=keep)
@@ -97,7 +89,7 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
 
     def delete(req: Request) -> Reply:
         response_id = req.params["response_id"]
-        if not store.delete_response(response_id):
+        if not keeper.delete(response_id):
             raise NotFound(f"Response with id '{response_id}' not found.")
         return Reply(200, {"id": response_id, "object": "response", "deleted": True})
 
