@@ -50,14 +50,15 @@ def main() -> None:
                    **{front: front_request(server.address, front, pair.model_id) for front in SIDES[1:]}}
         figures: dict[str, list[float]] = {side: [] for side in SIDES}
         system: dict[str, list[float]] = {side: [] for side in SIDES}
+        wall: dict[str, list[float]] = {side: [] for side in SIDES}
         for round_number in range(args.rounds + 1):  # round 0 warms up
             order = SIDES[round_number % 3:] + SIDES[:round_number % 3]
             for side in order:
                 users = [User(server.address, targets[side], count=max(1, args.requests // args.concurrency))
                          for _ in range(args.concurrency)]
-                before = cpu_times(server.pid)
+                before, started = cpu_times(server.pid), time.monotonic()
                 responses = LoadGenerator().run(users, timeout=600).responses
-                after = cpu_times(server.pid)
+                after, took = cpu_times(server.pid), time.monotonic() - started
                 cpu = sum(after) - sum(before)
                 failed = sum(not response.ok for response in responses)
                 if failed:
@@ -65,14 +66,17 @@ def main() -> None:
                 if round_number:
                     figures[side].append(cpu / len(responses) * 1e6)
                     system[side].append((after[1] - before[1]) / len(responses) * 1e6)
+                    wall[side].append(took / len(responses) * 1e6)
     base = statistics.median(figures["ml_commons"])
     print(f"{args.chunks}-chunk answers, c={args.concurrency}, {args.rounds} rounds of {args.requests}; "
-          f"server CPU per answer (µs), median [min-max], over ml_commons, and its system part:")
+          f"server CPU per answer (µs), median [min-max], over ml_commons, its system part, and the wall "
+          f"time per answer (µs: 1 / answers per second), over ml_commons':")
     for side in SIDES:
         values = figures[side]
         middle = statistics.median(values)
         print(f"  {side:11} {middle:7.0f} [{min(values):.0f}-{max(values):.0f}]  {middle / base:.3f}  "
-              f"system {statistics.median(system[side]):.0f}")
+              f"system {statistics.median(system[side]):.0f}  wall {statistics.median(wall[side]):.0f} "
+              f"{statistics.median(wall[side]) / statistics.median(wall['ml_commons']):.3f}")
     print(f"  load average at the end {time.strftime('%H:%M:%S')}: {open('/proc/loadavg').read().split()[0]}")
 
 
