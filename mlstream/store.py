@@ -161,6 +161,22 @@ class Store(ABC):
     def close(self) -> None: ...
 
 
+@contextmanager
+def _write_transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT on an autocommit connection (ROLLBACK on any error), its
+    SQLite errors as StoreError."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise StoreError(f"store operation failed: {exc}") from exc
+
+
 class SQLiteStore(Store):
     """SQLite in WAL mode: readers never block the writer, state survives restarts.
 
@@ -357,22 +373,14 @@ class SQLiteStore(Store):
     def take_token(self, key: str, capacity: float, per_second: float) -> float:
         with self._buckets_lock:
             db = self._buckets_db
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    row = db.execute("SELECT tokens, updated FROM bucket WHERE key = ?", (key,)).fetchone()
-                    now = time.time()  # wall time: the processes sharing the file share no other clock
-                    tokens, updated = row if row else (capacity, now)
-                    taken, tokens, wait = take(tokens, now - updated, capacity, per_second)
-                    db.execute("INSERT INTO bucket (key, tokens, updated) VALUES (?, ?, ?) ON CONFLICT(key) "
-                               "DO UPDATE SET tokens = excluded.tokens, updated = excluded.updated",
-                               (key, tokens, now))
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"store operation failed: {exc}") from exc
+            with _write_transaction(db):
+                row = db.execute("SELECT tokens, updated FROM bucket WHERE key = ?", (key,)).fetchone()
+                now = time.time()  # wall time: the processes sharing the file share no other clock
+                tokens, updated = row if row else (capacity, now)
+                taken, tokens, wait = take(tokens, now - updated, capacity, per_second)
+                db.execute("INSERT INTO bucket (key, tokens, updated) VALUES (?, ?, ?) ON CONFLICT(key) "
+                           "DO UPDATE SET tokens = excluded.tokens, updated = excluded.updated",
+                           (key, tokens, now))
         return 0.0 if taken else wait
 
     def put_responses(self, responses: Sequence[tuple[str, dict[str, Any], float]]) -> None:
@@ -380,19 +388,11 @@ class SQLiteStore(Store):
         purge = self.response_purge.due()
         with self._responses_lock:
             db = self._responses_db
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    if purge:
-                        db.execute("DELETE FROM response WHERE expires <= ?", (time.time(),))
-                    db.executemany("INSERT INTO response (id, doc, expires) VALUES (?, ?, ?) ON CONFLICT(id)"
-                                   " DO UPDATE SET doc = excluded.doc, expires = excluded.expires", rows)
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"store operation failed: {exc}") from exc
+            with _write_transaction(db):
+                if purge:
+                    db.execute("DELETE FROM response WHERE expires <= ?", (time.time(),))
+                db.executemany("INSERT INTO response (id, doc, expires) VALUES (?, ?, ?) ON CONFLICT(id)"
+                               " DO UPDATE SET doc = excluded.doc, expires = excluded.expires", rows)
 
     def get_response(self, response_id: str) -> dict[str, Any] | None:
         rows = self._responses("SELECT doc FROM response WHERE id = ? AND expires > ?",

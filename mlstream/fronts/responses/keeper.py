@@ -15,7 +15,7 @@ and what it has not written yet is kept in memory so that this process reads it 
 
 The end of a Responses stream used to wait for its write: a SQLite commit (150 µs of CPU
 under load, more on a slow disk) or a PostgreSQL round trip. Now the client has its last
-event while the writer writes, and a batch of responses costs one commit (a third of the
+event while the writer writes, and a batch of responses costs one commit (about half the
 CPU per response at four a batch).
 
 This process reads a response the moment it is kept. Other processes on the same store
