@@ -3,7 +3,7 @@
     relay        scenario 1's relay at ``openai_concurrency`` through ``/v1/messages`` and
                  ``/v1/responses`` (an OpenAI-interface model: its chunks read as chat and
                  written as each API's events), through ``_predict/stream`` and direct, each
-                 in every round, the order rotating round by round (as many rounds as sides);
+                 in every round, in ``round_order`` (as many rounds as sides);
                  the figure is each front's chunks/s over the ml-commons front's (goal >=
                  0.90), each side also against the one pooled direct figure
     first token  scenario 2's first token at c=1, the four targets (direct, ml-commons,
@@ -59,7 +59,7 @@ def new_fronts(env: Env) -> dict[str, Any]:
         preflight(env, Pair(ml_pair.model, {"direct": ml_pair.requests["direct"], "mlstream": targets[front][1]},
                             ml_pair.addresses, ml_pair.model_id), cfg.throughput_chunks)
     for c in cfg.openai_concurrency:
-        # Every side in every round, the order rotating: each front meets the same load as
+        # Every side in every round, in a balanced order: each front meets the same load as
         # _predict/stream, and one direct figure (the same request for all) serves them all.
         sides = relay_sides(env, targets, c, env.fake, rounds=None if cfg.quick else len(targets))
         direct = sides["direct"]
@@ -73,7 +73,7 @@ def new_fronts(env: Env) -> dict[str, Any]:
         out["relay"][str(c)] = level
     out["first_token_c1"] = _first_token(env)
     out["anthropic_relay"] = _anthropic_relay(env)
-    out["note"] = ("relay: direct, ml-commons, Messages and Responses in every round, the order rotating; each "
+    out["note"] = ("relay: direct, ml-commons, Messages and Responses in every round, in a Williams order; each "
                    "front's chunks/s over the ml-commons front's (goal >= 0.90), each side also x direct (one "
                    "pooled figure); first token: request's first byte -> first event with text, c=1, the four "
                    "targets alternated (goal: front p50 / ml-commons p50 <= 1.10); anthropic_relay: an Anthropic "

@@ -258,11 +258,27 @@ def _relay_level(env: Env, pair: Pair, c: int, fake: Child) -> dict[str, Any]:
     return level
 
 
+def round_order(sides: list[str], r: int) -> list[str]:
+    """Round ``r``'s order of ``sides``: rows of a Williams design, so that over as many rounds
+    as sides each goes first once and (for an even count) follows every other side once. A
+    plain rotation keeps each side behind the same one every round, and what a trial leaves
+    for the next (garbage, writes, warm or cold caches) would favour or burden one side."""
+    n = len(sides)
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:  # 0, 1, n-1, 2, n-2, ...
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    return [sides[(index + r) % n] for index in first]
+
+
 def relay_sides(env: Env, targets: dict[str, tuple[tuple[str, int], Request]], c: int, fake: Child,
                 rounds: int | None = None) -> dict[str, dict[str, Any]]:
     """Scenario 1's closed loop for each side of ``targets`` (address and request), a trial of
-    each in every round, the order rotating round by round (two sides: alternating which goes
-    first): each side's chunks/s and MB/s inside the measuring windows of all its trials."""
+    each in every round, in ``round_order`` (two sides: alternating which goes first): each
+    side's chunks/s and MB/s inside the measuring windows of all its trials."""
     cfg = env.cfg
 
     def trial(side: str) -> dict[str, Any]:
@@ -282,8 +298,7 @@ def relay_sides(env: Env, targets: dict[str, tuple[tuple[str, int], Request]], c
     sides = list(targets)
     trials: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for r in range(rounds or cfg.rounds):
-        turn = r % len(sides)
-        for side in sides[turn:] + sides[:turn]:
+        for side in round_order(sides, r):
             trials[side].append(trial(side))
             env.settle()
     out: dict[str, dict[str, Any]] = {}
