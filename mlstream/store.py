@@ -384,17 +384,15 @@ class SQLiteStore(Store):
         return 0.0 if taken else wait
 
     def put_responses(self, responses: Sequence[tuple[str, dict[str, Any], float]]) -> None:
-        values: list[Any] = []
-        for response_id, doc, expires_at in responses:
-            values += (response_id, dumps_json(doc).decode(), expires_at)
-        if self.response_purge.due():
-            self._responses("DELETE FROM response WHERE expires <= ?", (time.time(),))
-        # One statement for the batch: one implicit transaction, and one release of the GIL
-        # (executemany takes it back and gives it up again for every row, and a thread that
-        # keeps asking for it makes the streams' threads hand it over).
-        self._responses("INSERT INTO response (id, doc, expires) VALUES " + ", ".join(["(?, ?, ?)"] * len(responses))
-                        + " ON CONFLICT(id) DO UPDATE SET doc = excluded.doc, expires = excluded.expires",
-                        tuple(values))
+        rows = [(response_id, dumps_json(doc).decode(), expires_at) for response_id, doc, expires_at in responses]
+        purge = self.response_purge.due()
+        with self._responses_lock:
+            db = self._responses_db
+            with _write_transaction(db):
+                if purge:
+                    db.execute("DELETE FROM response WHERE expires <= ?", (time.time(),))
+                db.executemany("INSERT INTO response (id, doc, expires) VALUES (?, ?, ?) ON CONFLICT(id)"
+                               " DO UPDATE SET doc = excluded.doc, expires = excluded.expires", rows)
 
     def get_response(self, response_id: str) -> dict[str, Any] | None:
         rows = self._responses("SELECT doc FROM response WHERE id = ? AND expires > ?",
