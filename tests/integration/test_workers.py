@@ -109,6 +109,21 @@ def test_metrics_on_any_worker_are_the_totals_of_all(deployment: Deployment) -> 
         assert wanted in lines, [line for line in lines if "healthz" in line]
 
 
+def test_a_response_kept_by_one_worker_is_found_at_once_by_the_others(deployment: Deployment, fake) -> None:
+    """Each worker writes its stored responses in batches, off the stream: another worker asked
+    at once (a fresh connection each time, which the kernel spreads over both) still finds
+    the response, and continues its conversation."""
+    model_id = Client(deployment.url).model_for(openai_connector(fake, model="gpt-fake?chunks=3"))
+    for _ in range(4):
+        created = Client(deployment.url).ok("POST", "/v1/responses", {"model": model_id, "input": "Hi"})
+        for _ in range(3):
+            found = Client(deployment.url).call("GET", f"/v1/responses/{created['id']}")
+            assert found.status == 200 and found.body["id"] == created["id"], found
+        follow_up = Client(deployment.url).call("POST", "/v1/responses", {
+            "model": model_id, "input": "And then?", "previous_response_id": created["id"]})
+        assert follow_up.status == 200, follow_up
+
+
 def test_sigterm_drains_every_worker_and_exits_zero(tmp_path: Path, fake) -> None:
     deployment = Deployment(tmp_path, workers=2)
     try:

@@ -21,8 +21,8 @@ CPU per response at four a batch).
 This process reads a response the moment it is kept. Other processes on the same store
 (``--workers``, a shared PostgreSQL) read it once its batch is written: within
 GATHER_SECONDS and a commit, unless the store is slow. So that a follow-up reaching another
-process at once still finds it, a keeper on a shared store looks again, once, after
-RECHECK_SECONDS before it answers that a response is not there. Keeping stays best effort,
+process at once still finds it, a keeper on a shared store looks again after each of
+RECHECK_PAUSES before it answers that a response is not there. Keeping stays best effort,
 as it was: a write that fails is logged and those responses are not kept.
 """
 
@@ -45,9 +45,10 @@ BATCH = 100
 # Responses waiting to be written, at most: past it the store is not keeping up, and the
 # request thread writes its own (so a slow store slows the streams, and memory stays bounded).
 MAX_WAITING = 1_000
-# A shared store's miss is looked up again after this: a batch gathered by another process
-# is written by then (unless that store is slow).
-RECHECK_SECONDS = 2 * GATHER_SECONDS + 0.01
+# A shared store's miss is looked up again after each of these pauses (0.18 s in all): a
+# batch another process gathers is written within GATHER_SECONDS and a commit, later only
+# when its store or its machine is slow. Only a response that is not there pays them.
+RECHECK_PAUSES = (0.03, 0.05, 0.1)
 # How long close() waits for the waiting responses to be written.
 CLOSE_TIMEOUT = 10.0
 
@@ -87,8 +88,10 @@ class ResponseKeeper:
             doc, expires_at = entry
             return doc if expires_at > time.time() else None
         found = self._store.get_response(response_id)
-        if found is None and self._shared:
-            time.sleep(RECHECK_SECONDS)  # another process may be writing it in a batch
+        for pause in RECHECK_PAUSES if self._shared else ():
+            if found is not None:
+                break
+            time.sleep(pause)  # another process may be writing it in a batch
             found = self._store.get_response(response_id)
         return found
 
