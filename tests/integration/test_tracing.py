@@ -140,6 +140,9 @@ def test_a_request_without_traceparent_starts_a_trace_and_a_whole_answer_has_its
         "model": model_id, "messages": SEED_MESSAGES, "max_tokens": 50, "temperature": 0.25, "top_p": 0.5})
     assert reply.status == 200
     call = client_span(collector, "chat gpt-3.5-turbo")
+    # The request's SERVER span ends after its reply is written: it may be exported after the call's.
+    assert collector.stats.wait_for(lambda stats: any(s.span_id == call.parent_span_id for s in stats.spans),
+                                    HANG_GUARD), collector.stats.spans
     request = next(s for s in collector.stats.spans if s.span_id == call.parent_span_id)
     assert request.name == "POST /v1/chat/completions" and request.parent_span_id == ""
     assert request.attributes["http.route"] == "/v1/chat/completions"
