@@ -34,7 +34,9 @@ FRONTS = ("messages", "responses")
 SIDES = ("direct", "ml_commons", *FRONTS)
 
 
-def front_request(address: tuple[str, int], front: str, model_id: str) -> Any:
+def front_request(address: tuple[str, int], front: str, model_id: str, *, store: bool = True) -> Any:
+    """A streamed request of the seed's messages through ``front``; ``store``: the Responses
+    front keeps the response (its default), as the bench's scenario does."""
     system, user = SEED_MESSAGES[0]["content"], SEED_MESSAGES[1]["content"]
     if front == "messages":
         body = {"model": model_id, "max_tokens": 4096, "stream": True, "system": system,
@@ -42,6 +44,8 @@ def front_request(address: tuple[str, int], front: str, model_id: str) -> Any:
         return build_request(address, "/v1/messages", body, dialect=MESSAGES, stream=True,
                              label="messages")
     body = {"model": model_id, "stream": True, "instructions": system, "input": user}
+    if not store:
+        body["store"] = False
     return build_request(address, "/v1/responses", body, dialect=RESPONSES, stream=True,
                          label="responses")
 
