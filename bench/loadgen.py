@@ -38,6 +38,7 @@ import math
 import selectors
 import socket
 import struct
+import threading
 import time
 from array import array
 from dataclasses import dataclass, field
@@ -505,7 +506,10 @@ class LoadGenerator:
         ``window`` (start, end) in seconds into the run: content events and bytes
         that arrive inside it are counted apart, for steady-state rates that
         leave out the ramp-up and the tail. ``tick`` (interval, fn) calls
-        ``fn(now)`` about every ``interval`` seconds (sampling RSS, metrics).
+        ``fn(now)`` about every ``interval`` seconds (sampling RSS, metrics), on a
+        thread of its own (``_Sampler``): a sample reads /proc and asks the server
+        for its metrics, which took up to tens of ms, and in this loop every stream's
+        next event would have waited for it.
         """
         sel = selectors.DefaultSelector()
         self._sel = sel
@@ -521,7 +525,7 @@ class LoadGenerator:
         heapq.heapify(starts)
         seq = len(starts)
         busy = 0          # connections with a request in flight
-        next_tick = t0 + tick[0] if tick else math.inf
+        sampler = _Sampler(*tick) if tick else None
         timed_out = 0
         t_last = t0
         try:
@@ -533,10 +537,9 @@ class LoadGenerator:
                     conn = heapq.heappop(starts)[2]
                     if self._next_request(conn, now, responses, t0):
                         busy += 1
-                if tick and now >= next_tick:
-                    tick[1](now)
-                    next_tick = now + tick[0]
-                wake = min(hard_deadline, next_tick, starts[0][0] if starts else math.inf)
+                if sampler is not None:
+                    sampler.check()
+                wake = min(hard_deadline, starts[0][0] if starts else math.inf)
                 if not busy:
                     if wake > now:
                         time.sleep(min(wake - now, 0.05))
@@ -589,6 +592,8 @@ class LoadGenerator:
                     elif self._next_request(conn, now, responses, t0):
                         busy += 1
         finally:
+            if sampler is not None:
+                sampler.stop()
             now = time.monotonic()
             for conn in conns:
                 for pending in (conn.response, conn.ahead):
@@ -599,6 +604,8 @@ class LoadGenerator:
                 self._close(conn)
             sel.close()
             self._sel = None
+        if sampler is not None:
+            sampler.check()
         wall = (t_last if responses else time.monotonic()) - t0
         win = (min(w1, t_last) - w0) if window else 0.0
         return RunResult(responses, wall, time.thread_time() - cpu0, window_content, window_bytes,
@@ -760,6 +767,35 @@ class LoadGenerator:
             except OSError:
                 pass
             sock.close()
+
+
+class _Sampler:
+    """Calls ``fn(now)`` every ``interval`` seconds on its own thread, from one interval into
+    the run until ``stop``; an exception it raised is raised again by ``check``."""
+
+    def __init__(self, interval: float, fn: Callable[[float], None]) -> None:
+        self._interval, self._fn = interval, fn
+        self._stopped = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="loadgen-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._interval):
+            try:
+                self._fn(time.monotonic())
+            except BaseException as exc:  # noqa: BLE001 - handed to the run's thread
+                self._error = exc
+                return
+
+    def check(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(60)
 
 
 def _name(exc: OSError) -> str:
