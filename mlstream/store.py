@@ -140,14 +140,10 @@ class Store(ABC):
     # Stored responses of the Responses front (``/v1/responses`` with ``store``): kept apart
     # from the records (no change to announce, no cache to reload), each until it expires.
 
-    def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
-        """Keep ``doc`` until ``expires_at`` (Unix seconds)."""
-        self.put_responses([(response_id, doc, expires_at)])
-
     @abstractmethod
     def put_responses(self, responses: Sequence[tuple[str, dict[str, Any], float]]) -> None:
-        """Keep each (id, doc, expires at) in one transaction; expired ones are purged
-        meanwhile (by a call at most every ``RESPONSE_PURGE_SECONDS``)."""
+        """Keep each (id, doc, expires at: Unix seconds) in one transaction; expired ones
+        are purged meanwhile (by a call at most every ``RESPONSE_PURGE_SECONDS``)."""
 
     @abstractmethod
     def get_response(self, response_id: str) -> dict[str, Any] | None:
