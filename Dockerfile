@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM; \
 r = AWSRequest(method='POST', url='https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse', data=b'{}'); \
 SigV4Auth(Credentials('a', 'b'), 'bedrock', 'us-east-1').add_auth(r); \
 assert r.headers['Authorization'].startswith('AWS4-HMAC-SHA256'); \
-import mlstream.cli, mlstream.server.app, mlstream.demo, mlstream.telemetry.otel" \
+import mlstream.app.cli, mlstream.app.compose, mlstream.app.demo, mlstream.telemetry.otel" \
  && /opt/mlstream/bin/mlstream --version \
  && /opt/mlstream/bin/python -m pip uninstall --yes pip setuptools wheel
 

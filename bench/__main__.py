@@ -22,7 +22,8 @@ import mlstream
 
 from . import report
 from .procs import Admin, Child, Processes, mlstream_source, raise_nofile_limit
-from .scenarios import SCENARIOS, Config, Env, ScenarioFailed
+from .catalog import SCENARIOS
+from .scenarios import Config, Env, ScenarioFailed
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 MAIN_WORKERS = 128          # the main server's pool: every stream of scenarios 1-2 gets a worker at once

@@ -1732,30 +1732,3 @@ def _openai_pair(env: Env, ml_pair: Pair) -> Pair:
                             dialect=DIRECT, stream=True, label="openai")
     return Pair(ml_pair.model, {"direct": ml_pair.requests["direct"], "mlstream": request},
                 {"direct": ml_pair.addresses["direct"], "mlstream": env.mlstream.address}, ml_pair.model_id)
-
-
-SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
-    "relay_throughput": relay_throughput,
-    "added_latency": added_latency,
-    "slow_streams": slow_streams,
-    "backpressure": backpressure,
-    "cancellation": cancellation,
-    "admission": admission,
-    "churn": churn,
-    "embedding_predict": embedding_predict,
-    "provider_relay": provider_relay,
-    "openai_front": openai_front,
-}
-
-
-def _add_later_scenarios() -> None:
-    """Scenarios in modules of their own (which import this one): 11, the Messages and
-    Responses fronts; 12, router models."""
-    from .fronts import new_fronts
-    from .router import router_cost
-
-    SCENARIOS["new_fronts"] = new_fronts
-    SCENARIOS["router"] = router_cost
-
-
-_add_later_scenarios()

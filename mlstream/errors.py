@@ -92,7 +92,7 @@ class EndpointRefused(BadRequest):
 
 
 class JsonPathError(BadRequest):
-    """The expression is not a JSONPath ``mlstream.jsonpath`` understands."""
+    """The expression is not a JSONPath ``mlstream.wire.jsonpath`` understands."""
 
 
 class PathNotFound(BadRequest, LookupError):

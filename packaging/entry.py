@@ -1,4 +1,4 @@
-"""PyInstaller's script entry point for the single binary: runs ``mlstream.cli:main``.
+"""PyInstaller's script entry point for the single binary: runs ``mlstream.app.cli:main``.
 
 Not used by ``pip install`` (that installs the ``mlstream`` console script from
 setup.cfg); see ``packaging/build_binary.sh``.
@@ -6,7 +6,7 @@ setup.cfg); see ``packaging/build_binary.sh``.
 
 import sys
 
-from mlstream.cli import main
+from mlstream.app.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

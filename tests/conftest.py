@@ -15,8 +15,8 @@ import pytest
 # tests/support holds plain helpers with asserts in them; rewrite those like a test module's.
 pytest.register_assert_rewrite("tests.support")
 
-from mlstream.store import SQLiteStore, Store  # noqa: E402
-from mlstream.store_postgres import PostgresStore  # noqa: E402
+from mlstream.store.sqlite import SQLiteStore, Store  # noqa: E402
+from mlstream.store.postgres import PostgresStore  # noqa: E402
 
 from .support.stores import StoreFactory, fresh_database, running_postgres  # noqa: E402
 

@@ -1,12 +1,13 @@
-"""Checks mlstream's import graph: no cycle, and no import running back up a floor.
+"""Checks the import graphs of mlstream and bench: no cycle, no import running back up a floor.
 
     python tools/check_layers.py        # prints the floors; exit status 1 on a violation
 
-Every ``mlstream`` import counts, wherever it is written (inside a function, under
-``TYPE_CHECKING``): a cycle that only type checkers follow is still a knot to read.
-A module may import modules of its own floor or lower floors; within a floor the
-graph must still be acyclic. The floors, bottom to top, are the architecture in
-brief (docs/architecture.md). A sealed package's modules are imported only from inside it.
+Every import counts, wherever it is written (inside a function, under ``TYPE_CHECKING``):
+a cycle that only type checkers follow is still a knot to read. mlstream's floors are its
+folders, bottom to top (docs/architecture.md): a module may import its own folder or a
+folder on a lower floor, so no two folders import each other in a circle; within a
+folder the module graph must still be acyclic. A sealed package's modules are imported
+only from inside it. bench/ has no floors, only the rule of no cycle.
 """
 
 from __future__ import annotations
@@ -18,41 +19,54 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mlstream"
+BENCH = ROOT / "bench"
+
+
+def folder(name: str) -> tuple[str, str]:
+    """The patterns of one folder: its face (__init__) and its modules."""
+    return (name, f"{name}.*")
+
 
 # Bottom to top; a pattern names modules (fnmatch on dotted names without "mlstream.").
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("", "errors", "speedups", "logs", "redaction")),
-    ("wire formats and values", ("sse", "templating", "jsonpath", "framing", "filterpath", "search", "settings",
-                                 "config", "endpoints", "connectors", "processing", "processing.*", "painless",
-                                 "painless.*", "ratelimit", "routing", "signing", "retry", "usage", "token_counts", "interfaces",
-                                 "model_fields", "javaregex", "percolate", "guardrails")),
-    ("fake providers", ("testing", "testing.*")),
-    ("state", ("usage_store", "store", "store_postgres", "stores", "credentials", "auth", "cluster", "registry",
-               "model_ttl", "metrics", "usage_recorder", "controllers", "budgets", "stopwords")),
-    ("providers", ("aws_credentials", "upstream", "providers", "providers.*", "telemetry", "telemetry.*")),
-    ("streaming core", ("streaming", "streaming.*")),
-    ("predictor", ("predict", "batch")),
-    ("HTTP transport", ("server", "server.routing", "server.responses", "server.sse_writer", "server.deadlines",
-                        "server.hangups", "server.transport", "server.workers")),
-    ("fronts", ("fronts", "fronts.*")),
-    ("server", ("server.app",)),
-    ("command line", ("demo", "cli", "__main__")),
+    ("foundation", ("", "errors", "speedups", "logs", "redaction", "metrics")),
+    ("wire formats", folder("wire")),
+    ("script language", folder("painless")),
+    ("processing", folder("processing")),
+    ("usage", folder("usage")),
+    ("fake providers", folder("testing")),
+    ("settings", folder("settings")),
+    ("store", folder("store")),
+    ("access", folder("access")),
+    ("guard", folder("guard")),
+    ("models", folder("models")),
+    ("providers", folder("providers")),
+    ("telemetry", folder("telemetry")),
+    ("upstream", folder("upstream")),
+    ("streaming core", folder("streaming")),
+    ("inference", folder("inference")),
+    ("HTTP transport", folder("server")),
+    ("fronts", folder("fronts")),
+    ("composition root", folder("app")),
+    ("command line", ("__main__",)),
 ]
 # Packages whose modules only the package itself imports: others use what its __init__
 # exports, so that its insides can be rearranged without touching them.
 SEALED = ("painless",)
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+def module_name(path: Path, package: Path | None = None) -> str:
+    parts = list(path.relative_to(package or PACKAGE).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def imports_of(path: Path, modules: set[str]) -> set[str]:
-    """The mlstream modules ``path`` imports (short names, "" for the package itself)."""
-    name = module_name(path)
+def imports_of(path: Path, modules: set[str], package_root: Path | None = None) -> set[str]:
+    """The modules of ``path``'s own package it imports (short names, "" for the package itself)."""
+    root = package_root or PACKAGE
+    top = root.name
+    name = module_name(path, root)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     package = [part for part in package if part]
     found: set[str] = set()
@@ -61,8 +75,8 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
             if node.level:
                 base = package[:len(package) - (node.level - 1)]
                 target = ".".join(base + ([node.module] if node.module else []))
-            elif node.module and (node.module == "mlstream" or node.module.startswith("mlstream.")):
-                target = node.module.removeprefix("mlstream").lstrip(".")
+            elif node.module and (node.module == top or node.module.startswith(top + ".")):
+                target = node.module.removeprefix(top).lstrip(".")
             else:
                 continue
             for alias in node.names:  # "from .x import y" may import the module x.y
@@ -70,8 +84,8 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
                 found.add(child if child in modules else target)
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name == "mlstream" or alias.name.startswith("mlstream."):
-                    found.add(alias.name.removeprefix("mlstream").lstrip("."))
+                if alias.name == top or alias.name.startswith(top + "."):
+                    found.add(alias.name.removeprefix(top).lstrip("."))
     found.discard(name)
     return found
 
@@ -106,11 +120,32 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def graph_of(package: Path) -> dict[str, set[str]]:
+    """Each module of ``package`` and the modules of that package it imports."""
+    paths = sorted(package.rglob("*.py"))
+    modules = {module_name(path, package) for path in paths}
+    return {module_name(path, package): imports_of(path, modules, package) for path in paths}
+
+
+def folder_of(module: str) -> str:
+    """The folder a module lives in: "" for the package's root modules, but __main__ is
+    the entry point above every folder, not a part of the root's foundation."""
+    top = module.split(".")[0]
+    return top if "." in module or (PACKAGE / top).is_dir() or top == "__main__" else ""
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed to folders, without a folder's imports of itself."""
+    folders: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        source = folder_of(module)
+        folders.setdefault(source, set()).update(folder_of(t) for t in imported if folder_of(t) != source)
+    return folders
+
+
 def check() -> list[str]:
     """Every violation, as a sentence; empty when the layering holds."""
-    paths = sorted(PACKAGE.rglob("*.py"))
-    modules = {module_name(path) for path in paths}
-    graph = {module_name(path): imports_of(path, modules) for path in paths}
+    graph = graph_of(PACKAGE)
     problems: list[str] = []
     for module, imported in sorted(graph.items()):
         try:
@@ -129,6 +164,11 @@ def check() -> list[str]:
     cycle = find_cycle(graph)
     if cycle:
         problems.append("import cycle: " + " -> ".join(f"mlstream.{m}" if m else "mlstream" for m in cycle))
+    cycle = find_cycle(folder_graph(graph))
+    if cycle:
+        problems.append("folder cycle: " + " -> ".join(f"mlstream/{m}/" if m else "mlstream/*.py" for m in cycle).replace("/__main__/", "/__main__.py"))
+    if BENCH.is_dir() and (cycle := find_cycle(graph_of(BENCH))):
+        problems.append("import cycle in bench: " + " -> ".join(f"bench.{m}" if m else "bench" for m in cycle))
     return problems
 
 
@@ -138,7 +178,7 @@ def main() -> int:
     problems = check()
     for problem in problems:
         print("FAIL", problem)
-    print("OK: no cycle, every import points down or across, none into a sealed package" if not problems else f"{len(problems)} problem(s)")
+    print("OK: no cycle of modules or folders, every import points down or across, none into a sealed package" if not problems else f"{len(problems)} problem(s)")
     return 1 if problems else 0
 
 

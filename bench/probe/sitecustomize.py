@@ -38,7 +38,7 @@ if os.environ.get("MLSTREAM_OPCODES"):  # cpu_profile.py --opcodes: bytecodes an
     opcode_hook.install()
 
 if os.environ.get("MLSTREAM_PROBE"):
-    from mlstream import upstream
+    from mlstream.upstream import client as upstream
     from mlstream.server import sse_writer, transport
 
     _now = time.perf_counter

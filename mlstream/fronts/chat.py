@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadRequest
-from ..predict import Ask, Bound, Prepared
+from ..inference.predict import Ask, Bound, Prepared
 from ..providers import StreamKind, dialect_for
 from ..providers.openai import OPENAI_CHAT
-from ..registry import ResolvedModel
+from ..models.registry import ResolvedModel
 from .openai import wire
 from .openai.sagemaker import chat_completion_from_sagemaker
 from .openai.translations import TRANSLATIONS

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ModelNotFound, NotFound
-from ..registry import AnyModel, Registry
+from ..models.registry import AnyModel, Registry
 from ..server.routing import Request
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import BadRequest, JsonPathError, PathNotFound, UpstreamError
-from ..jsonpath import compile_path
+from ..wire.jsonpath import compile_path
 from .tensors import DATA_TYPES, Tensor, data_type_from_filter, is_number
 
 PostProcess = Callable[[Any, str | None], list[Tensor]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..connectors import Connector
+from ..models.connectors import Connector
 from ..errors import BadRequest
 from .anthropic import ANTHROPIC_MESSAGES
 from .base import Dialect, StreamDecoder, StreamKind

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from ..connectors import Connector, UpstreamRequest
+from ..models.connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .common import JsonEventDecoder, ToolCalls, counts, encode_body, json_object, json_object_body, text
-from ..token_counts import token_counts
+from ..usage.tokens import token_counts
 from .base import StreamKind
 from .events import Chunk, Delta, Done, Failure, Reasoning, StreamItem
 

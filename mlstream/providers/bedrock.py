@@ -24,10 +24,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from ..connectors import Connector, UpstreamRequest
+from ..models.connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamTimeout
 from .common import ToolCall, ToolCalls, count as _count, json_object as _object, text as _text
-from ..token_counts import token_counts
+from ..usage.tokens import token_counts
 from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 from .eventstream import EventStreamDecoder, exception_of

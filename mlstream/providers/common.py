@@ -11,11 +11,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..connectors import UpstreamRequest
+from ..models.connectors import UpstreamRequest
 from ..errors import BadRequest, ProtocolError, UpstreamError
 from ..speedups import dumps_json, loads_json
-from ..sse import SSEDecoder
-from ..token_counts import TokenCounts, token_counts
+from ..wire.sse import SSEDecoder
+from ..usage.tokens import TokenCounts, token_counts
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 
 
@@ -62,7 +62,10 @@ def parse_json(data: str | bytes) -> Any:
         return None
 
 
-# A stream's tool calls, bounded as a non-streaming answer is (upstream.MAX_RESPONSE_BYTES):
+# A non-streaming answer is read whole into memory; past this size the provider is
+# misbehaving (chat answers are kilobytes).
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+# A stream's tool calls, bounded as a non-streaming answer is (MAX_RESPONSE_BYTES):
 # their JSON input fragments in all (characters, at most as many as bytes), and the calls
 # open at once (a block started and not yet stopped). Past either the provider is broken.
 MAX_TOOL_INPUT_CHARS = 32 * 1024 * 1024

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import MLStreamError
-from ..token_counts import TokenCounts
+from ..usage.tokens import TokenCounts
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from ..connectors import Connector, UpstreamRequest
+from ..models.connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from .common import JsonEventDecoder, counts, json_object, text
-from ..token_counts import token_counts
+from ..usage.tokens import token_counts
 from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, Reasoning, StreamItem
 

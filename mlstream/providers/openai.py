@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..connectors import Connector, UpstreamRequest
+from ..models.connectors import Connector, UpstreamRequest
 from ..errors import UpstreamError
 from ..speedups import loads_json
-from ..sse import SSEDecoder
-from ..token_counts import TokenCounts, token_counts
+from ..wire.sse import SSEDecoder
+from ..usage.tokens import TokenCounts, token_counts
 from .common import ChatChunks, JsonEventDecoder
 from .common import count as _count, encode_body as _encode_body, json_object_body as _json_object_body
 from .common import text as _text

@@ -35,21 +35,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..connectors import Connector, UpstreamRequest
+from ..models.connectors import Connector, UpstreamRequest
 from ..errors import BadRequest, ProtocolError, UpstreamError
-from ..sse import SSEDecoder
-from ..upstream import MAX_RESPONSE_BYTES as UPSTREAM_MAX_RESPONSE_BYTES
-from .common import (ChatChunks, JsonEventDecoder, JsonLinesDecoder, counts, encode_body, json_object,
+from ..wire.sse import SSEDecoder
+from .common import (MAX_RESPONSE_BYTES, ChatChunks, JsonEventDecoder, JsonLinesDecoder, counts, encode_body, json_object,
                      json_object_body, text)
-from ..token_counts import token_counts
+from ..usage.tokens import token_counts
 from .base import StreamKind, no_stream_of
 from .events import Delta, Done, Failure, StreamItem
 from .eventstream import EventStreamDecoder, exception_of
 
 _INVOCATIONS = re.compile(r"/invocations/?$")
 # The containers' last event repeats the whole answer (generated_text): it is bounded as
-# a whole non-stream answer is, not as one token's event.
-MAX_RESPONSE_BYTES = UPSTREAM_MAX_RESPONSE_BYTES
+# a whole non-stream answer is (MAX_RESPONSE_BYTES), not as one token's event.
 # The usage the stream's final event carries: the containers' own names, from the last
 # token's details (present when the request set "details": true).
 USAGE_FIELDS = ("input_length", "generated_tokens")

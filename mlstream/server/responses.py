@@ -13,8 +13,8 @@ import zlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..filterpath import FilterPath, parse_filter_path
-from ..framing import accepts_gzip
+from ..wire.filterpath import FilterPath, parse_filter_path
+from ..wire.framing import accepts_gzip
 from ..speedups import dumps_json
 from .routing import query_flag
 

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from ..auth import ApiKey
+from ..access.keys import ApiKey
 from ..errors import BadRequest, MethodNotAllowed, MLStreamError, NotFound
 from ..logs import AccessRecord
-from ..predict import CallMeter, PendingStream
+from ..inference.predict import CallMeter, PendingStream
 
 log = logging.getLogger(__name__)
 

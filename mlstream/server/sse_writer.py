@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from ..errors import ClientGone, MLStreamError
 from ..providers.events import Chunk, Delta, Done, Failure, Reasoning, Started, StreamItem
-from ..sse import encode_comment
+from ..wire.sse import encode_comment
 from ..streaming.channel import Channel
 from .responses import GZIP_LEVEL, GZIP_WBITS
 from .routing import StreamEvents

@@ -6,7 +6,7 @@
 ``BaseHTTPRequestHandler`` speaks HTTP/1.0 unless told otherwise and writes HTML
 errors; here it speaks HTTP/1.1 (keep-alive, chunked) and every error, its own
 protocol errors included, is the JSON body of the request's front (``routing.Front``). Request
-framing and checks are pure (``mlstream.framing``); a stream's bytes are the SSE
+framing and checks are pure (``mlstream.wire.framing``); a stream's bytes are the SSE
 writer's. What this module owns is the socket: reading exactly the body, writing
 replies, and the lifecycle of a stream on its connection.
 
@@ -26,18 +26,18 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from .. import __version__
-from ..auth import SCRIPT_HEADER, Authenticator, from_script
-from ..budgets import Accountant
+from ..access.keys import SCRIPT_HEADER, Authenticator, from_script
+from ..access.budgets import Accountant
 from ..errors import (BadRequest, ClientGone, ExpectationFailed, HeadersTooLarge, MethodNotImplemented,
                       MLStreamError, RequestTimeout, UpstreamError, URITooLong, VersionNotSupported)
-from ..framing import (MAX_HEAD_LINE, ChunkedDecoder, HeadLines, body_framing, check_content_type, chunked_ok,
+from ..wire.framing import (MAX_HEAD_LINE, ChunkedDecoder, HeadLines, body_framing, check_content_type, chunked_ok,
                        declares_body, decode_content, parse_json_body, parse_request_line, request_id)
 from ..logs import AccessRecord
 from ..metrics import Metrics
-from ..predict import CallMeter
+from ..inference.predict import CallMeter
 from ..providers.events import Done, Failure, StreamItem
-from ..settings import ServerSettings
-from ..store import Store
+from ..settings.server import ServerSettings
+from ..store.sqlite import Store
 from ..streaming.channel import Channel
 from ..telemetry.hooks import RequestTrace, Telemetry
 from . import responses

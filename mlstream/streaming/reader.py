@@ -28,7 +28,7 @@ from ..errors import MLStreamError, Overloaded, ProtocolError, UpstreamError
 from ..providers.base import StreamDecoder
 from ..providers.events import Done, Failure, Started
 from ..speedups import body_ready
-from ..upstream import ProviderCall
+from ..upstream.client import ProviderCall
 from .channel import Channel
 from .pool import StreamPool
 

@@ -27,7 +27,7 @@ from ..errors import MLStreamError
 from .hooks import CallTrace, CancelledStream, RequestTrace, Telemetry
 
 if TYPE_CHECKING:
-    from ..settings import ServerSettings
+    from ..settings.server import ServerSettings
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 from ..errors import MLStreamError
 
 if TYPE_CHECKING:
-    from ..connectors import Connector, UpstreamRequest
+    from ..models.connectors import Connector, UpstreamRequest
     from ..providers.base import StreamDecoder
 
 Opened = TypeVar("Opened")

@@ -37,11 +37,11 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import __version__
-from ..connectors import Connector, UpstreamRequest
+from ..models.connectors import Connector, UpstreamRequest
 from ..errors import ClientGone, MLStreamError
 from ..providers.base import StreamDecoder
 from ..providers.events import Done, StreamItem
-from ..token_counts import TokenCounts, answer_tokens
+from ..usage.tokens import TokenCounts, answer_tokens
 from . import genai
 from .hooks import CancelledStream, Opened, RequestTrace
 
@@ -230,7 +230,7 @@ class ProviderCallSpan:
     def retried(self, status: int) -> None:
         self._retries += 1
         if self._span is not None:
-            self._span.add_event("mlstream.retry", {"http.response.status_code": status,
+            self._span.add_event("mlstream.upstream.retry", {"http.response.status_code": status,
                                                     "mlstream.attempt": self._retries + 1})
 
     def read_whole(self, read: Callable[[Any], bytes], response: Any) -> bytes:

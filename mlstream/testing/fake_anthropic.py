@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none, serve_until_signalled
-from mlstream.testing.scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scenario, ScriptedHandler,
+from .fake_server import BadBody, FakeServer, json_or_none, serve_until_signalled
+from .scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scenario, ScriptedHandler,
                                        ScriptedStats, build_plan, fake_tokens, reasoning_words, scenario_for,
                                        tool_input_fragments)
 

@@ -34,9 +34,9 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import unquote
 
-from mlstream.testing import sigv4
-from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none
-from mlstream.testing.scripted import RecordedRequest, ScriptedHandler, ScriptedStats
+from . import sigv4
+from .fake_server import BadBody, FakeServer, json_or_none
+from .scripted import RecordedRequest, ScriptedHandler, ScriptedStats
 
 __all__ = ["ACCOUNT", "FakeBedrockBatch", "FakeOpenAIBatches", "FakeSageMakerBatch"]
 

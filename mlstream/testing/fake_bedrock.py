@@ -58,12 +58,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from mlstream.testing import embeddings, scripted, sigv4
-from mlstream.testing.eventstream import encode_event, encode_exception
-from mlstream.testing.fake_server import BadBody, FakeServer, http_chunk, json_or_none
-from mlstream.testing.scripted import Plan, ScriptedHandler
-from mlstream.testing.stats import MAX_RECORDED_REQUESTS, CounterStats
-from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
+from . import embeddings, scripted, sigv4
+from .eventstream import encode_event, encode_exception
+from .fake_server import BadBody, FakeServer, http_chunk, json_or_none
+from .scripted import Plan, ScriptedHandler
+from .stats import MAX_RECORDED_REQUESTS, CounterStats
+from .tokens import DEFAULT_TEXT, split_answer
 
 __all__ = [
     "DEFAULT_TEXT",

@@ -25,8 +25,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from mlstream.testing.fake_server import BadBody, FakeHandler, FakeServer, serve_until_signalled
-from mlstream.testing.stats import CounterStats
+from .fake_server import BadBody, FakeHandler, FakeServer, serve_until_signalled
+from .stats import CounterStats
 
 __all__ = ["FakeCollector", "CollectorStats", "RecordedExport", "ReceivedPoint", "ReceivedSpan"]
 

@@ -93,12 +93,12 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from mlstream.testing import embeddings
-from mlstream.testing.fake_server import (LAST_CHUNK, BadBody, ClientGone, FakeServer, http_chunk, json_or_none,
+from . import embeddings
+from .fake_server import (LAST_CHUNK, BadBody, ClientGone, FakeServer, http_chunk, json_or_none,
                                           serve_until_signalled)
-from mlstream.testing.scripted import Plan, RecordedRequest, ScriptedHandler
-from mlstream.testing.stats import CounterStats
-from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
+from .scripted import Plan, RecordedRequest, ScriptedHandler
+from .stats import CounterStats
+from .tokens import DEFAULT_TEXT, split_answer
 
 __all__ = [
     "DEFAULT_API_KEY",

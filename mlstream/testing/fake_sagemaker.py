@@ -44,11 +44,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mlstream.testing import sigv4
-from mlstream.testing.embeddings import EmbeddingRequestError, sagemaker_answer
-from mlstream.testing.eventstream import encode_message, encode_payload_part
-from mlstream.testing.fake_server import BadBody, FakeServer, json_or_none, serve_until_signalled
-from mlstream.testing.scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scenario, ScriptedHandler,
+from . import sigv4
+from .embeddings import EmbeddingRequestError, sagemaker_answer
+from .eventstream import encode_message, encode_payload_part
+from .fake_server import BadBody, FakeServer, json_or_none, serve_until_signalled
+from .scripted import (DEFAULT_TEXT, Plan, RecordedRequest, Scenario, ScriptedHandler,
                                        ScriptedStats, build_plan, fake_tokens, scenario_for, tool_input_fragments)
 
 __all__ = ["CONTAINERS", "DEFAULT_TEXT", "FakeSageMaker", "Scenario", "connector", "fake_tokens"]

@@ -42,9 +42,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Self
 
-from mlstream.errors import BadRequest, MLStreamError, PayloadTooLarge
-from mlstream.framing import ChunkedDecoder, body_framing
-from mlstream.testing.stats import CounterStats
+from ..errors import BadRequest, MLStreamError, PayloadTooLarge
+from ..wire.framing import ChunkedDecoder, body_framing
+from .stats import CounterStats
 
 __all__ = ["LAST_CHUNK", "MAX_BODY_BYTES", "BadBody", "ClientGone", "FakeHandler", "FakeServer",
            "http_chunk", "json_or_none", "serve_until_signalled"]

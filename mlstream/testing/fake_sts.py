@@ -24,9 +24,9 @@ from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
-from mlstream.testing import sigv4
-from mlstream.testing.fake_server import BadBody, FakeHandler, FakeServer
-from mlstream.testing.stats import CounterStats
+from . import sigv4
+from .fake_server import BadBody, FakeHandler, FakeServer
+from .stats import CounterStats
 
 __all__ = ["FakeSTS", "FakeSTSStats"]
 

@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from mlstream.testing.fake_server import LAST_CHUNK, FakeHandler, http_chunk
-from mlstream.testing.stats import CounterStats
-from mlstream.testing.tokens import DEFAULT_TEXT, split_answer
+from .fake_server import LAST_CHUNK, FakeHandler, http_chunk
+from .stats import CounterStats
+from .tokens import DEFAULT_TEXT, split_answer
 
 __all__ = ["DEFAULT_TEXT", "Plan", "Scenario", "ScriptedHandler", "ScriptedStats", "build_plan",
            "fake_tokens", "reasoning_words", "scenario_for"]

@@ -7,8 +7,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from mlstream.server.app import Server
-from mlstream.settings import ServerSettings
+from mlstream.app.compose import Server
+from mlstream.settings.server import ServerSettings
 from mlstream.testing.fake_bedrock import FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
 

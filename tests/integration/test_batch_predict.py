@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from mlstream.auth import KeyStore
-from mlstream.server.app import Server
+from mlstream.access.keys import KeyStore
+from mlstream.app.compose import Server
 from mlstream.testing.fake_batch import FakeBedrockBatch, FakeOpenAIBatches
 
 from ..support.aws import isolate_aws_environment

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from mlstream.predict import MAX_UPSTREAM_REQUESTS_PER_CALL
-from mlstream.server.app import Server
+from mlstream.inference.predict import MAX_UPSTREAM_REQUESTS_PER_CALL
+from mlstream.app.compose import Server
 from mlstream.testing.embeddings import fake_relevance, fake_vector, quantized
 from mlstream.testing.fake_batch import FakeOpenAIBatches, FakeSageMakerBatch
 from mlstream.testing.fake_bedrock import DEFAULT_TEXT, FakeBedrock

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlstream.settings import CLUSTER_SETTINGS
+from mlstream.settings.server import CLUSTER_SETTINGS
 
 from ..support.clients import Client
 from ..support.connectors import openai_connector

@@ -23,10 +23,10 @@ from typing import Any, Iterator
 import pytest
 import urllib3
 
-from mlstream.auth import KeyStore
+from mlstream.access.keys import KeyStore
 from mlstream.fronts.console.routes import CONTENT_SECURITY_POLICY
-from mlstream.server.app import Server
-from mlstream.settings import ServerSettings
+from mlstream.app.compose import Server
+from mlstream.settings.server import ServerSettings
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario, fake_tokens
 
 from ..support.clients import bearer, client_with

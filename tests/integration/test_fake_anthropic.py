@@ -93,5 +93,9 @@ def test_cut_mid_stream_breaks_the_sdk_read(fake):
                                        extra_body={"fake": {"cut_after": 1}})
     with pytest.raises(Exception) as raised:  # the SDK's HTTP client's own protocol error
         list(stream)
-    assert type(raised.value).__name__ == "RemoteProtocolError"
+    # Older SDKs let httpx's error through; anthropic 2.x wraps it in APIConnectionError.
+    error = raised.value
+    if isinstance(error, anthropic.APIConnectionError):
+        error = error.__cause__
+    assert type(error).__name__ == "RemoteProtocolError" and "incomplete chunked read" in str(error)
     assert fake.stats.streams_completed == 0

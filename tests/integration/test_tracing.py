@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from mlstream.server.app import Server
+from mlstream.app.compose import Server
 from mlstream.telemetry.otel import SECONDS_BUCKETS, TOKEN_BUCKETS
 from mlstream.testing.fake_bedrock import FakeBedrock
 from mlstream.testing.fake_collector import FakeCollector, ReceivedSpan
@@ -171,8 +171,8 @@ def test_each_retry_is_an_event_and_every_attempt_carries_the_client_spans_conte
     assert call.parent_span_id == spans[PREDICT_ROUTE].span_id
     assert call.attributes["error.type"] == "503" and call.status == "error"
     assert [(name, attributes) for name, attributes in call.events] == [
-        ("mlstream.retry", {"http.response.status_code": 503, "mlstream.attempt": 2}),
-        ("mlstream.retry", {"http.response.status_code": 503, "mlstream.attempt": 3})]
+        ("mlstream.upstream.retry", {"http.response.status_code": 503, "mlstream.attempt": 2}),
+        ("mlstream.upstream.retry", {"http.response.status_code": 503, "mlstream.attempt": 3})]
     attempts = [parsed_traceparent(r.headers["traceparent"]) for r in fake.stats.requests]
     assert attempts == [(CALLER_TRACE, call.span_id, True)] * 3
     request = spans[PREDICT_ROUTE]

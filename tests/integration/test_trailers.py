@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 
-from mlstream.framing import MAX_TRAILER_BYTES, MAX_TRAILER_LINES
+from mlstream.wire.framing import MAX_TRAILER_BYTES, MAX_TRAILER_LINES
 
 from ..support.clients import Client
 from ..support.connectors import openai_connector

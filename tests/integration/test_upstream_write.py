@@ -12,9 +12,9 @@ import threading
 
 import pytest
 
-from mlstream.connectors import ClientConfig, UpstreamRequest
+from mlstream.models.connectors import ClientConfig, UpstreamRequest
 from mlstream.errors import UpstreamError
-from mlstream.upstream import UpstreamClient
+from mlstream.upstream.client import UpstreamClient
 
 from ..support.timeouts import HANG_GUARD
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import subprocess
 
-from mlstream.auth import KeyStore
-from mlstream.store import SQLiteStore
-from mlstream.usage import KeyLimits, UsageRecord
-from mlstream.usage_recorder import UsageRecorder
+from mlstream.access.keys import KeyStore
+from mlstream.store.sqlite import SQLiteStore
+from mlstream.usage.records import KeyLimits, UsageRecord
+from mlstream.usage.recorder import UsageRecorder
 from tests.support.servers import MLSTREAM, clean_env
 
 T0 = 1_764_633_600_000  # 2025-12-02T00:00:00Z

@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from mlstream.auth import KeyStore
+from mlstream.access.keys import KeyStore
 from mlstream.testing import fake_anthropic, fake_gemini, fake_sagemaker
 from mlstream.testing.fake_anthropic import FakeAnthropic
 from mlstream.testing.fake_gemini import FakeGemini
 from mlstream.testing.fake_openai import Scenario
 from mlstream.testing.fake_sagemaker import FakeSageMaker
 from mlstream.testing.scripted import fake_tokens
-from mlstream.token_counts import answer_tokens, token_counts
-from mlstream.usage import KeyLimits
+from mlstream.usage.tokens import answer_tokens, token_counts
+from mlstream.usage.records import KeyLimits
 
 from ..support.clients import Client, bearer, client_with
 from ..support.connectors import bedrock_connector, maps, openai_connector, openai_embedding_connector

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mlstream.auth import KeyStore
-from mlstream.usage import KeyLimits
+from mlstream.access.keys import KeyStore
+from mlstream.usage.records import KeyLimits
 from tests.support.clients import Client, bearer, client_with
 from tests.support.connectors import openai_connector
 from tests.support.timeouts import HANG_GUARD, poll_until

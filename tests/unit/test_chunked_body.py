@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlstream.errors import ProtocolError
-from mlstream.framing import MAX_CHUNK_LINE, MAX_TRAILER_BYTES, ChunkedBody
+from mlstream.wire.framing import MAX_CHUNK_LINE, MAX_TRAILER_BYTES, ChunkedBody
 from mlstream.speedups import chunked_read
 
 EVENTS = [b'data: {"n":%d}\n\n' % i for i in range(5)]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlstream.errors import BadRequest
-from mlstream.settings import (
+from mlstream.settings.server import (
     CLUSTER_SETTINGS,
     matching_settings,
     validate_cluster_setting,

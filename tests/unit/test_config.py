@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from mlstream import config
-from mlstream.cli import build_parser
+from mlstream.app import config
+from mlstream.app.cli import build_parser
 from mlstream.errors import MLStreamError
-from mlstream.settings import ServerSettings
+from mlstream.settings.server import ServerSettings
 
 from ..support.servers import MLSTREAM, clean_env
 from ..support.timeouts import SUBPROCESS_HANG_GUARD

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from mlstream.connectors import clean_nova_request, inject_structured_output, parse_connector, render_request
+from mlstream.models.connectors import clean_nova_request, inject_structured_output, parse_connector, render_request
 from mlstream.errors import BadRequest
-from mlstream.aws_credentials import AwsCredentials
-from mlstream.signing import sign_request
+from mlstream.upstream.aws_credentials import AwsCredentials
+from mlstream.upstream.signing import sign_request
 
 
 def connector(**action: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mlstream.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
-from mlstream.framing import MAX_GZIP_MEMBERS, accepts_gzip, decode_content
+from mlstream.wire.framing import MAX_GZIP_MEMBERS, accepts_gzip, decode_content
 
 LIMIT = 1000
 BODY = b'{"parameters": {"inputs": "hello"}}'
@@ -113,7 +113,7 @@ def test_accepts_gzip(header, expected) -> None:
 
 def test_more_stacked_codings_than_the_bound_are_refused_before_any_work() -> None:
     from mlstream.errors import UnsupportedMediaType
-    from mlstream.framing import MAX_CONTENT_CODINGS
+    from mlstream.wire.framing import MAX_CONTENT_CODINGS
 
     data = BODY
     for _ in range(MAX_CONTENT_CODINGS):

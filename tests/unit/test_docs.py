@@ -1,5 +1,5 @@
 """The README stays a front door and the docs stay whole: a short README that links every
-page under docs/, relative links that resolve (file and heading), the architecture page
+page under docs/, relative links that resolve inside the repository (file and heading), the architecture page
 naming every floor tools/check_layers.py checks, and no module too long to read."""
 
 from __future__ import annotations
@@ -58,10 +58,10 @@ def broken_links(path: Path, root: Path = ROOT) -> list[str]:
         file_part, _, anchor = target.partition("#")
         resolved = (path.parent / file_part).resolve() if file_part else path
         if root not in resolved.parents and resolved != root:
-            # Outside the repository (the shared spec beside it): a clone in CI has no
-            # such neighbour, so there is nothing to check it against.
-            continue
-        if not resolved.exists():
+            # A clone has nothing beside it: a link out of the repository is dead there,
+            # whatever this machine has next to the checkout.
+            problems.append(f"{path.relative_to(root)}: {target}: outside the repository")
+        elif not resolved.exists():
             problems.append(f"{path.relative_to(root)}: {target}: no such file")
         elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
             problems.append(f"{path.relative_to(root)}: {target}: no such heading")
@@ -94,6 +94,9 @@ def test_the_link_check_sees_a_broken_file_and_heading(tmp_path):
     page.write_text("[ok](a.md#two-words) [ok](#here) [bad](a.md#nowhere) [bad](c.md)\n"
                     "`[not a link](c.md)`\n\n```\n[not a link](c.md)\n```\n\n# Here\n", encoding="utf-8")
     assert broken_links(page, tmp_path) == ["b.md: a.md#nowhere: no such heading", "b.md: c.md: no such file"]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "d.md").write_text("[out](../../spec/API.md) [in](../a.md)\n", encoding="utf-8")
+    assert broken_links(tmp_path / "docs" / "d.md", tmp_path) == ["docs/d.md: ../../spec/API.md: outside the repository"]
 
 
 def test_the_architecture_page_names_every_floor():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlstream import endpoints
-from mlstream.endpoints import EndpointPolicy
+from mlstream.settings import endpoints
+from mlstream.settings.endpoints import EndpointPolicy
 from mlstream.errors import EndpointRefused
 
 TRUSTED = (r"^https://api\.openai\.com/.*$", r"^http://127\.0\.0\.1:.*$")

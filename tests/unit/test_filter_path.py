@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mlstream.errors import BadRequest
-from mlstream.filterpath import MAX_PATHS, parse_filter_path
+from mlstream.wire.filterpath import MAX_PATHS, parse_filter_path
 
 SEARCH = {"took": 1, "timed_out": False,
           "hits": {"total": {"value": 2, "relation": "eq"},
@@ -100,7 +100,7 @@ def test_an_exclusion_removes_what_the_same_inclusion_keeps(body, paths) -> None
     ("x*", "abc", False), ("**", "abc", True),
 ])
 def test_wildcard_segments(segment: str, key: str, matches: bool) -> None:
-    from mlstream.filterpath import _segment_matches
+    from mlstream.wire.filterpath import _segment_matches
 
     assert _segment_matches(segment, key) is matches
 

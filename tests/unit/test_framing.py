@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from mlstream.errors import (BadRequest, HeadersTooLarge, MLStreamError, NotImplementedCoding, PayloadTooLarge,
                              TrailersTooLarge, UnsupportedMediaType, VersionNotSupported)
-from mlstream.framing import (host_field, request_head, MAX_HEAD_BYTES, MAX_HEAD_LINE, MAX_HEAD_LINES, MAX_JSON_DEPTH, MAX_TRAILER_LINES, ChunkedDecoder,
+from mlstream.wire.framing import (host_field, request_head, MAX_HEAD_BYTES, MAX_HEAD_LINE, MAX_HEAD_LINES, MAX_JSON_DEPTH, MAX_TRAILER_LINES, ChunkedDecoder,
                               Framing, HeadLines, RequestLine, body_framing, check_content_type, chunked_ok,
                               declares_body, parse_json_body, parse_request_line, request_id)
 

@@ -24,13 +24,13 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mlstream.errors import MLStreamError, ProtocolError, TemplateError
-from mlstream.jsonpath import JsonPath, JsonPathError, PathNotFound, compile_path
+from mlstream.wire.jsonpath import JsonPath, JsonPathError, PathNotFound, compile_path
 from mlstream.providers.bedrock import ConverseStreamDecoder
 from mlstream.providers.openai import OpenAIStreamDecoder
 from mlstream.fronts.mlcommons import events as sse_events
-from mlstream.sse import SSEDecoder, SSEEvent, encode_comment, encode_data
+from mlstream.wire.sse import SSEDecoder, SSEEvent, encode_comment, encode_data
 from mlstream.providers.events import Delta, Done, Failure
-from mlstream.templating import placeholders, render, render_json_body
+from mlstream.wire.templating import placeholders, render, render_json_body
 from mlstream.testing.eventstream import encode_event, encode_exception, encode_message
 
 from ..support.fuzz import fuzz
@@ -629,7 +629,7 @@ head_lines = st.lists(st.one_of(
 
 @given(line=st.binary(max_size=60) | st.sampled_from([b"GET / HTTP/1.1\r\n", b"GET /\r\n", b"X / HTTP/9.9\r\n"]))
 def test_request_line_parses_or_raises_ours(line):
-    from mlstream.framing import parse_request_line
+    from mlstream.wire.framing import parse_request_line
 
     try:
         parsed = parse_request_line(line)
@@ -640,7 +640,7 @@ def test_request_line_parses_or_raises_ours(line):
 
 @given(lines=head_lines)
 def test_head_lines_give_fields_or_raise_ours(lines):
-    from mlstream.framing import HeadLines
+    from mlstream.wire.framing import HeadLines
 
     head = HeadLines()
     try:
@@ -674,7 +674,7 @@ def _lines_of(data: bytes) -> list[bytes]:
 def test_a_head_taken_at_once_is_the_head_given_line_by_line(lines, rest):
     """``take`` either leaves the head to ``give`` (0) or takes exactly its bytes and
     finds exactly the fields that ``give`` finds, line by line, in the same bytes."""
-    from mlstream.framing import HeadLines
+    from mlstream.wire.framing import HeadLines
 
     data = b"".join(lines) + rest
     at_once = HeadLines()

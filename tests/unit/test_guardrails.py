@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from mlstream import guardrails
-from mlstream.connectors import UpstreamRequest
+from mlstream.guard import guardrails
+from mlstream.models.connectors import UpstreamRequest
 from mlstream.errors import BadRequest, GuardrailTriggered, IndexNotFound, UpstreamError
-from mlstream.guardrails import (Checks, LocalRegexGuardrail, ModelGuardrail, StopWords, check_input, check_output,
+from mlstream.guard.guardrails import (Checks, LocalRegexGuardrail, ModelGuardrail, StopWords, check_input, check_output,
                                  gson_escaped, gson_json, parse, validate)
 from mlstream.providers.bedrock import BEDROCK_CONVERSE
 

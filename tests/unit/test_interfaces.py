@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 
-from mlstream import interfaces, model_fields, templating
+from mlstream.models import interfaces
+
+from mlstream.models import fields as model_fields
+
+from mlstream.wire import templating
 from mlstream.errors import BadRequest, InterfaceRefused, TemplateError
 
 

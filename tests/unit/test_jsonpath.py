@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mlstream.errors import BadRequest
-from mlstream.jsonpath import JsonPath, JsonPathError, PathNotFound, compile_path
+from mlstream.wire.jsonpath import JsonPath, JsonPathError, PathNotFound, compile_path
 
 OPENAI = {
     "id": "chatcmpl-1",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from mlstream.credentials import load_master_key
-from mlstream.settings import MASTER_KEY_ENV, MASTER_KEY_FILE
+from mlstream.access.credentials import load_master_key
+from mlstream.settings.server import MASTER_KEY_ENV, MASTER_KEY_FILE
 
 from ..support.timeouts import HANG_GUARD
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from mlstream.errors import BadRequest
-from mlstream.percolate import analyze, compile_query, document
+from mlstream.guard.percolate import analyze, compile_query, document
 
 from ..support.fuzz import fuzz
 

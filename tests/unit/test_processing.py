@@ -382,7 +382,7 @@ def test_the_painless_interpreter_is_loaded_only_when_a_script_is_compiled() -> 
     import subprocess
     import sys
 
-    probe = ("import sys, mlstream.cli, mlstream.server.app, mlstream.processing.scripts as p\n"
+    probe = ("import sys, mlstream.app.cli, mlstream.app.compose, mlstream.processing.scripts as p\n"
              "before = any(name.startswith('mlstream.painless') for name in sys.modules)\n"
              "p.compile_script('return 1')\n"
              "print(before, 'mlstream.painless' in sys.modules)")

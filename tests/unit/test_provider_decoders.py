@@ -241,7 +241,7 @@ def test_gemini_failures(data, status, reason):
 
 
 def test_gemini_stream_url_keeps_the_query_and_asks_for_sse():
-    from mlstream.connectors import UpstreamRequest
+    from mlstream.models.connectors import UpstreamRequest
     from mlstream.providers.gemini import GEMINI_GENERATE_CONTENT
     request = UpstreamRequest("POST", "https://g/v1beta/models/gemini-2.5-flash:generateContent?key=k&alt=json",
                               {}, b"{}")
@@ -363,7 +363,7 @@ def test_tool_call_input_past_the_bound_ends_the_stream(monkeypatch, decoder, st
 
 
 def test_a_streamed_request_body_keeps_an_integer_past_64_bits_exact() -> None:
-    from mlstream.connectors import UpstreamRequest
+    from mlstream.models.connectors import UpstreamRequest
     from mlstream.providers.openai import OPENAI_CHAT
 
     body = b'{"model": "m", "seed": 123456789012345678901234567890, "temperature": 0.5}'

@@ -20,15 +20,15 @@ import pytest
 from urllib3.exceptions import ProtocolError as Urllib3ProtocolError
 from urllib3.exceptions import ReadTimeoutError
 
-from mlstream.connectors import UpstreamRequest, parse_connector
+from mlstream.models.connectors import UpstreamRequest, parse_connector
 from mlstream.errors import MLStreamError, ProtocolError, UpstreamError, UpstreamTimeout
 from mlstream.providers.openai import OpenAIStreamDecoder
-from mlstream.sse import SSEDecoder
+from mlstream.wire.sse import SSEDecoder
 from mlstream.streaming.channel import Channel
 from mlstream.providers.events import Delta, Done, Failure, Started
 from mlstream.streaming.pool import StreamPool
 from mlstream.streaming.reader import read_stream, start_stream
-from mlstream.upstream import ProviderCall
+from mlstream.upstream.client import ProviderCall
 
 from ..support.responses import BLOCK, StubResponse
 from ..support.threads import run_in_thread

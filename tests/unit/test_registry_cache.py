@@ -7,9 +7,9 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from mlstream.credentials import AESGCMCodec
-from mlstream.endpoints import EndpointPolicy
-from mlstream.registry import Registry
+from mlstream.access.credentials import AESGCMCodec
+from mlstream.settings.endpoints import EndpointPolicy
+from mlstream.models.registry import Registry
 
 from ..support.stores import StoreFactory
 from ..support.timeouts import HANG_GUARD

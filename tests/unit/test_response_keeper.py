@@ -18,7 +18,7 @@ import pytest
 from mlstream.errors import StoreError
 from mlstream.fronts.responses import keeper as keeper_module
 from mlstream.fronts.responses.keeper import ResponseKeeper
-from mlstream.store import SQLiteStore
+from mlstream.store.sqlite import SQLiteStore
 
 WAIT = 10.0  # a hang guard only
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlstream import retry
-from mlstream.connectors import ClientConfig
-from mlstream.retry import RETRYABLE_STATUSES, RetryCancelled, RetryPolicy, send_with_retries
+from mlstream.upstream import retry
+from mlstream.models.connectors import ClientConfig
+from mlstream.upstream.retry import RETRYABLE_STATUSES, RetryCancelled, RetryPolicy, send_with_retries
 
 from ..support.clocks import FakeClock
 from ..support.responses import StubResponse

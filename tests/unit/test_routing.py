@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from mlstream.errors import BadRequest, Overloaded, RateLimited, UpstreamError, UpstreamOverloaded, UpstreamTimeout
-from mlstream.routing import (RouterHealth, Routing, Target, candidates, check_families, check_graph, parse_routing,
+from mlstream.models.routing import (RouterHealth, Routing, Target, candidates, check_families, check_graph, parse_routing,
                               retry_class)
 
 from ..support.clocks import FakeClock

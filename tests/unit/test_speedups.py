@@ -165,7 +165,7 @@ def test_loads_json_refuses_deep_nesting_on_a_server_sized_thread_stack(fast: bo
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A provider answer 100,000 levels deep (200 KB) is a ValueError, on a thread with
     the server's stack size: never a crash of the process (old orjson had no limit)."""
-    from mlstream.cli import THREAD_STACK_BYTES
+    from mlstream.app.cli import THREAD_STACK_BYTES
 
     if not fast:
         monkeypatch.setattr(speedups, "orjson", None)

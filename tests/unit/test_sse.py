@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mlstream.errors import ProtocolError
-from mlstream.sse import SSEDecoder, SSEEvent, encode_comment, encode_data
+from mlstream.wire.sse import SSEDecoder, SSEEvent, encode_comment, encode_data
 
 
 def decode(*chunks: bytes) -> list[SSEEvent]:

@@ -28,7 +28,7 @@ from mlstream.server.sse_writer import (
     stream_head,
     unframed,
 )
-from mlstream.sse import SSEDecoder, encode_data
+from mlstream.wire.sse import SSEDecoder, encode_data
 from mlstream.streaming.channel import Channel
 
 ENVELOPE = b'data: {"inference_results":[{"output":[{"name":"response","dataAsMap":%b}]}]}\n\n'

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from mlstream.errors import BadRequest, IndexExists, IndexNotFound, InvalidIndexName, MapperParsing, VersionConflict
-from mlstream.stopwords import MAX_DOCUMENTS_PER_INDEX, StopWordIndices, check_index_name, parse_bulk
+from mlstream.guard.stopwords import MAX_DOCUMENTS_PER_INDEX, StopWordIndices, check_index_name, parse_bulk
 
-from ..support.stores import StoreFactory
+from ..support.stores import StoreFactory, wait_for_counter_move
+from ..support.timeouts import HANG_GUARD
 
 MAPPINGS = {"properties": {"title": {"type": "text"}, "query": {"type": "percolator"}}}
 
@@ -135,7 +136,7 @@ def test_malformed_bulk_changes_nothing(indices):
 
 
 def test_an_index_is_bounded(indices, monkeypatch):
-    monkeypatch.setattr("mlstream.stopwords.MAX_DOCUMENTS_PER_INDEX", 2)
+    monkeypatch.setattr("mlstream.guard.stopwords.MAX_DOCUMENTS_PER_INDEX", 2)
     indices.put_document("words0", "1", phrase("a"))
     indices.put_document("words0", "2", phrase("b"))
     indices.put_document("words0", "2", phrase("c"))  # a replacement adds nothing
@@ -147,8 +148,11 @@ def test_an_index_is_bounded(indices, monkeypatch):
 def test_another_instance_sees_the_change(make_store: StoreFactory):
     """Two servers on one store: the percolation cache follows the store's change counter."""
     first = StopWordIndices(make_store())
-    second = StopWordIndices(make_store())
+    second_store = make_store()
+    second = StopWordIndices(second_store)
     first.create_index("w", {"mappings": MAPPINGS})
     assert not second.percolate("w", ("title",), "stop word")
+    before = second_store.change_counter()
     first.put_document("w", "1", phrase("stop word"))
+    assert wait_for_counter_move(second_store, before, HANG_GUARD)
     assert second.percolate("w", ("title",), "stop word")

@@ -9,14 +9,14 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from mlstream import store_postgres
-from mlstream.credentials import open_codec
+from mlstream.store import postgres as store_postgres
+from mlstream.access.credentials import open_codec
 from mlstream.errors import CredentialError, StoreError
-from mlstream.settings import MASTER_KEY_ENV
-from mlstream.store import Record
-from mlstream.store_postgres import MIGRATIONS, PostgresStore
+from mlstream.settings.server import MASTER_KEY_ENV
+from mlstream.store.sqlite import Record
+from mlstream.store.postgres import MIGRATIONS, PostgresStore
 
-from ..support.stores import StoreFactory
+from ..support.stores import StoreFactory, wait_for_counter_move
 from ..support.timeouts import HANG_GUARD
 
 
@@ -85,18 +85,7 @@ def test_a_write_by_another_process_moves_the_change_counter(make_store: StoreFa
     mine, theirs = make_store(), make_store()
     before = mine.change_counter()
     theirs.put("apikey", Record("k", {"role": "admin"}, "hash"))
-    moved = threading.Event()
-
-    def wait_for_move() -> None:
-        # The counter is an in-memory read: watching it costs the database nothing.
-        for _ in range(int(HANG_GUARD / 0.005)):
-            if mine.change_counter() != before:
-                moved.set()
-                return
-            threading.Event().wait(0.005)
-
-    wait_for_move()
-    assert moved.is_set()
+    assert wait_for_counter_move(mine, before, HANG_GUARD)
     assert mine.get("apikey", "k") is not None
 
 
@@ -200,7 +189,7 @@ def test_a_request_reads_the_sqlite_change_counter_once(tmp_path: Path) -> None:
     """Inside one_counter_reading a thread reads the counter once (a request sees the
     store as of its first look); its own write, the block's end, and other threads
     read afresh."""
-    from mlstream.store import SQLiteStore
+    from mlstream.store.sqlite import SQLiteStore
 
     mine, theirs = SQLiteStore(tmp_path), SQLiteStore(tmp_path)
     try:

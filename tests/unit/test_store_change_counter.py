@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlstream.store import Record, SQLiteStore
+from mlstream.store.sqlite import Record, SQLiteStore
 
 from ..support.timeouts import HANG_GUARD
 
@@ -62,7 +62,7 @@ def test_a_commit_by_another_process_moves_it_at_once(tmp_path: Path) -> None:
     try:
         before = mine.change_counter()
         assert mine.change_counter() == before
-        script = ("import sys; from pathlib import Path; from mlstream.store import Record, SQLiteStore; "
+        script = ("import sys; from pathlib import Path; from mlstream.store.sqlite import Record, SQLiteStore; "
                   "s = SQLiteStore(Path(sys.argv[1])); "
                   "s.put('apikey', Record('k', {'role': 'admin'}, 'h')); s.close()")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

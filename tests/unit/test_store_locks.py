@@ -11,9 +11,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from mlstream.cluster import ClusterSettings
-from mlstream.settings import STREAM_ENABLED, ServerSettings
-from mlstream.store import Record
+from mlstream.store.cluster import ClusterSettings
+from mlstream.settings.server import STREAM_ENABLED, ServerSettings
+from mlstream.store.sqlite import Record
 
 from ..support.stores import StoreFactory
 from ..support.timeouts import HANG_GUARD

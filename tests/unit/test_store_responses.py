@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from mlstream.store import Paced, SQLiteStore, Store
+from mlstream.store.sqlite import Paced, SQLiteStore, Store
 
 from ..support.stores import StoreFactory
 

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from mlstream.errors import StoreError
-from mlstream.store import SQLiteStore
+from mlstream.store.sqlite import SQLiteStore
 
 from ..support.timeouts import SUBPROCESS_HANG_GUARD
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from mlstream.server import workers
-from mlstream.settings import ServerSettings
-from mlstream.store import SQLiteStore
+from mlstream.app import workers
+from mlstream.settings.server import ServerSettings
+from mlstream.store.sqlite import SQLiteStore
 
 from ..support.timeouts import SUBPROCESS_HANG_GUARD as HANG_GUARD
 

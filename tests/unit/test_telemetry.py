@@ -15,7 +15,7 @@ from mlstream.errors import (ClientGone, EndpointRefused, MLStreamError, RetryCa
                              UpstreamTimeout)
 from mlstream.providers import DIALECTS, StreamKind
 from mlstream.providers.events import Chunk, Delta, Done, Reasoning
-from mlstream.settings import ServerSettings
+from mlstream.settings.server import ServerSettings
 from mlstream.telemetry import genai
 
 from ..support.decoders import feed_all
@@ -197,9 +197,9 @@ def test_off_the_server_imports_nothing_of_opentelemetry(tmp_path):
     result = _python(f"""
 import sys
 from pathlib import Path
-from mlstream.server.app import App
-from mlstream.settings import ServerSettings
-import mlstream.cli, mlstream.demo
+from mlstream.app.compose import App
+from mlstream.settings.server import ServerSettings
+import mlstream.app.cli, mlstream.app.demo
 app = App(ServerSettings(port=0, data_dir=Path({str(tmp_path)!r})))  # every part but the sockets
 assert app.telemetry is None and app.predictor._telemetry is None
 app.close()
@@ -212,11 +212,11 @@ assert not loaded
 
 def test_an_endpoint_without_the_sdk_is_a_clear_error_and_the_variable_alone_a_warning(tmp_path):
     blocked = "import sys; sys.modules['opentelemetry'] = None\n"  # as if mlstream[otel] were not installed
-    flag = _python(blocked + "from mlstream import telemetry\nfrom mlstream.settings import ServerSettings\n"
+    flag = _python(blocked + "from mlstream import telemetry\nfrom mlstream.settings.server import ServerSettings\n"
                    "telemetry.start(ServerSettings(otel_endpoint='http://127.0.0.1:4318'), environ={})")
     assert flag.returncode == 1 and "pip install 'mlstream[otel]'" in flag.stderr, flag.stderr
     variable = _python(blocked + "import logging; logging.basicConfig()\nfrom mlstream import telemetry\n"
-                       "from mlstream.settings import ServerSettings\n"
+                       "from mlstream.settings.server import ServerSettings\n"
                        "assert telemetry.start(ServerSettings(), environ={'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://x'}) "
                        "is None")
     assert variable.returncode == 0 and "mlstream[otel]" in variable.stderr, variable.stderr

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mlstream.errors import BadRequest, TemplateError
-from mlstream.templating import placeholders, render, render_json_body
+from mlstream.wire.templating import placeholders, render, render_json_body
 
 SECRET = "sk-VERY-SECRET-value-123"
 CREDENTIAL = {"openAI_key": SECRET, "other": "s3cr3t-two"}
@@ -317,7 +317,7 @@ def test_nested_values_that_expand_geometrically_are_refused_early() -> None:
     """Each level names the next 20 times: 6 levels from a kilobyte would be 6.4 GB."""
     import time
 
-    from mlstream.templating import MAX_RENDERED_CHARS
+    from mlstream.wire.templating import MAX_RENDERED_CHARS
 
     parameters: dict[str, Any] = {f"p{i}": f"${{parameters.p{i + 1}}}" * 20 for i in range(6)}
     parameters["p6"] = "x" * 10
@@ -328,7 +328,7 @@ def test_nested_values_that_expand_geometrically_are_refused_early() -> None:
 
 
 def test_nested_values_are_not_kept_in_the_template_cache() -> None:
-    from mlstream.templating import _compile
+    from mlstream.wire.templating import _compile
 
     _compile.cache_clear()
     value = "unique ${parameters.b} " + "v" * 1000

@@ -8,7 +8,7 @@ import time
 import pytest
 from urllib3 import HTTPHeaderDict
 
-from mlstream.upstream import error_from_response
+from mlstream.upstream.client import error_from_response
 
 URL = "https://api.example.com/v1/chat/completions"
 

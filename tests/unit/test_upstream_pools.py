@@ -7,7 +7,7 @@ import pytest
 from urllib3.connectionpool import HTTPConnectionPool
 
 from mlstream.errors import UpstreamError
-from mlstream.upstream import MAX_POOLS, GuardedHTTPSConnectionPool, UpstreamClient
+from mlstream.upstream.client import MAX_POOLS, GuardedHTTPSConnectionPool, UpstreamClient
 
 
 def test_one_pool_per_origin_limit_and_private_rule() -> None:

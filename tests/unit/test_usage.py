@@ -11,7 +11,7 @@ from mlstream.errors import BadRequest, BudgetExceeded, RateLimited
 from mlstream.fronts.mlcommons import errors as mlcommons_errors
 from mlstream.fronts.openai import errors as openai_errors
 from mlstream.metrics import Metrics
-from mlstream.usage import (
+from mlstream.usage.records import (
     KeyLimits,
     Pricing,
     UsageRecord,

@@ -16,7 +16,7 @@ from typing import Any
 from ...errors import MLStreamError
 from ...server.responses import json_bytes
 from ...server.routing import Front, Reply, known_error
-from ...sse import EVENT_END
+from ...wire.sse import EVENT_END
 
 
 # Anthropic's error type for each status it answers; others by class (4xx / 5xx).

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import uuid
 
-from ...predict import Ask, Bound, Predictor
+from ...inference.predict import Ask, Bound, Predictor
 from ...providers import StreamKind, dialect_for
 from ...providers.anthropic import ANTHROPIC_MESSAGES
-from ...registry import Registry, ResolvedModel
+from ...models.registry import Registry, ResolvedModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from ..chat import chat_call, read_completion
 from ..models import ModelFinder

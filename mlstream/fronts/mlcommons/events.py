@@ -9,11 +9,11 @@ import json
 from typing import Any
 
 from ...errors import MLStreamError
-from ...predict import CallMeter
+from ...inference.predict import CallMeter
 from ...server.responses import json_bytes
 from ...server.routing import StreamEvents
 from ...speedups import escape_json_string
-from ...sse import DATA_FIELD, EVENT_END, encode_data
+from ...wire.sse import DATA_FIELD, EVENT_END, encode_data
 
 # The event around a token never changes: the envelope and the SSE data framing
 # (``sse``'s, for a one-line payload: escaped JSON never holds a raw line break) are

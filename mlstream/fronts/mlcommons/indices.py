@@ -12,7 +12,7 @@ from urllib.parse import unquote
 
 from ...errors import BadRequest
 from ...server.routing import Reply, Request, Router
-from ...stopwords import RESERVED_NAMES, StopWordIndices
+from ...guard.stopwords import RESERVED_NAMES, StopWordIndices
 
 # One path segment that can be an index: not _-prefixed (OpenSearch's own APIs), not one of
 # mlstream's own single-segment routes.

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import __version__
-from ...cluster import CLUSTER_NAME
+from ...store.cluster import CLUSTER_NAME
 from ...errors import BadRequest
 from ...metrics import PredictionCounts
-from ...registry import NODE_ID
+from ...models.registry import NODE_ID
 
 # The OpenSearch release whose ml-commons REST API mlstream speaks: the first with
 # _predict/stream. Clients read version.number to choose request shapes.

@@ -9,12 +9,12 @@ import time
 from typing import Any, Callable
 
 from ... import processing
-from ...batch import BatchJobs
-from ...cluster import ClusterSettings
+from ...inference.batch import BatchJobs
+from ...store.cluster import ClusterSettings
 from ...errors import BadRequest
 from ...metrics import Metrics
-from ...predict import Ask, Bound, Predictor, check_one_api
-from ...registry import AnyModel, Registry, RouterModel
+from ...inference.predict import Ask, Bound, Predictor, check_one_api
+from ...models.registry import AnyModel, Registry, RouterModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from . import node
 from .errors import ML_COMMONS_FRONT

@@ -17,12 +17,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...auth import KeyStore
-from ...budgets import Accountant
-from ...controllers import Controllers
+from ...access.keys import KeyStore
+from ...access.budgets import Accountant
+from ...access.controllers import Controllers
 from ...errors import BadRequest, Forbidden
 from ...server.routing import Reply, Request, Router
-from ...usage import (
+from ...usage.records import (
     UsageQuery,
     group_value,
     iso_ms,
@@ -30,8 +30,8 @@ from ...usage import (
     period_bounds,
     usage_body,
 )
-from ...usage_recorder import UsageRecorder
-from ...usage_store import UsageTables
+from ...usage.recorder import UsageRecorder
+from ...usage.tables import UsageTables
 
 PREFIX = "/_plugins/_mlstream"
 # A query waits at most this long for this process's queued records to be written, so a

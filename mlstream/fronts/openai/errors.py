@@ -18,7 +18,7 @@ from typing import Any
 from ...errors import BudgetExceeded, GuardrailTriggered, InvalidField, MLStreamError, ModelNotFound
 from ...server.responses import json_bytes
 from ...server.routing import Front, Reply, known_error
-from ...sse import encode_data
+from ...wire.sse import encode_data
 
 
 # OpenAI's error type for each status it answers; others by class (4xx / 5xx).

@@ -20,7 +20,7 @@ from typing import Any
 from ...errors import MLStreamError
 from ...server.responses import json_bytes
 from ...speedups import escape_json_string
-from ...sse import DATA_FIELD, EVENT_END
+from ...wire.sse import DATA_FIELD, EVENT_END
 from .errors import error_event
 from .wire import finish_reason as openai_finish_reason
 from .wire import openai_usage, tool_call

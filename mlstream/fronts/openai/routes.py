@@ -30,10 +30,10 @@ from urllib.parse import unquote
 
 from ... import processing
 from ...errors import BadRequest, InvalidField
-from ...predict import Ask, Bound, Predictor, Prepared
+from ...inference.predict import Ask, Bound, Predictor, Prepared
 from ...providers import StreamKind, dialect_for
 from ...providers.openai import OPENAI_CHAT, OPENAI_COMPLETIONS
-from ...registry import Registry, ResolvedModel, RouterModel
+from ...models.registry import Registry, ResolvedModel, RouterModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from ..models import ModelFinder
 from . import wire

@@ -27,7 +27,7 @@ from typing import Any
 from ...errors import MLStreamError
 from ...server.responses import json_bytes
 from ...speedups import escape_json_string
-from ...sse import EVENT_END
+from ...wire.sse import EVENT_END
 from ..chat import stream_usage
 from ..openai.wire import finish_reason as openai_finish_reason
 from ..openai.wire import tool_call

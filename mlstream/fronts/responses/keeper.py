@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from ...errors import StoreError
-from ...store import Store
+from ...store.sqlite import Store
 
 log = logging.getLogger(__name__)
 

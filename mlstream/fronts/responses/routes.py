@@ -19,8 +19,8 @@ import time
 from typing import Any
 
 from ...errors import InvalidField, NotFound
-from ...predict import Bound, Predictor
-from ...registry import Registry, ResolvedModel
+from ...inference.predict import Bound, Predictor
+from ...models.registry import Registry, ResolvedModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from ..chat import chat_call, read_completion
 from ..models import ModelFinder
