@@ -37,6 +37,12 @@ PROVIDER_BY_HOST = (("openai.azure.com", "azure.ai.openai"), ("api.openai.com", 
                     ("api.cohere.com", "cohere"), ("api.deepseek.com", "deepseek"), ("api.mistral.ai", "mistral_ai"))
 # An AWS connector's service_name -> gen_ai.provider.name.
 PROVIDER_BY_AWS_SERVICE = {"bedrock": "aws.bedrock", "sagemaker": "aws.sagemaker"}
+# Else the API the connector's URL path is of, wherever it is served (an embeddings
+# endpoint at any host speaks OpenAI's API, as the OpenAI front takes it; Azure's host
+# is named above): what names the provider of a call without a dialect on any host.
+PROVIDER_BY_PATH = ((re.compile(r"/embeddings$"), "openai"),
+                    (re.compile(r"/v[12]/(?:embed|rerank)$"), "cohere"),
+                    (re.compile(r"/models/[^/:]+:(?:embedContent|batchEmbedContents)$"), "gcp.gemini"))
 UNKNOWN_PROVIDER = "unknown"
 
 # The request settings recorded, each with the names providers give it; searched at the
@@ -118,11 +124,14 @@ def call_facts(url: str, body: Any, *, dialect: str | None, protocol: str, param
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = parts.path
     body = body if isinstance(body, dict) else {}
-    return CallFacts(operation_name(dialect, path, body), provider_name(dialect, host, protocol, parameters),
+    return CallFacts(operation_name(dialect, path, body), provider_name(dialect, host, protocol, parameters, path),
                      request_model(path, body, parameters), host, port, request_settings(body), stream)
 
 
-def provider_name(dialect: str | None, host: str, protocol: str, parameters: Mapping[str, Any]) -> str:
+def provider_name(dialect: str | None, host: str, protocol: str, parameters: Mapping[str, Any],
+                  path: str = "") -> str:
+    """The dialect's family, else the provider's well-known host, an AWS connector's
+    service, the URL path's API (``PROVIDER_BY_PATH``); else ``unknown``."""
     if dialect:
         family = dialect.split("/", 1)[0]
         if family in PROVIDER_BY_FAMILY:
@@ -135,6 +144,10 @@ def provider_name(dialect: str | None, host: str, protocol: str, parameters: Map
         if isinstance(service, str) and service:
             return PROVIDER_BY_AWS_SERVICE.get(service, f"aws.{service}")
         return "aws.bedrock"
+    path = path.rstrip("/")
+    for pattern, name in PROVIDER_BY_PATH:
+        if pattern.search(path):
+            return name
     return UNKNOWN_PROVIDER
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -17,13 +18,17 @@ import pytest
 
 from mlstream.app.compose import Server
 from mlstream.telemetry.otel import SECONDS_BUCKETS, TOKEN_BUCKETS
+from mlstream.testing import fake_anthropic, fake_gemini
+from mlstream.testing.fake_anthropic import FakeAnthropic
 from mlstream.testing.fake_bedrock import FakeBedrock
 from mlstream.testing.fake_collector import FakeCollector, ReceivedSpan
+from mlstream.testing.fake_gemini import FakeGemini
 from mlstream.testing.fake_openai import DEFAULT_TEXT, FakeOpenAI, Scenario
 
 from ..support.clients import Client
 from ..support.servers import start_serve, stop_serve
-from ..support.connectors import BEDROCK_MODEL, bedrock_connector, bedrock_stream, openai_connector
+from ..support.connectors import (BEDROCK_MODEL, bedrock_connector, bedrock_stream, openai_connector,
+                                  openai_embedding_connector, titan_connector)
 from ..support.streams import SEED_MESSAGES, open_stream, stream_body
 from ..support.timeouts import HANG_GUARD
 from ..support.wire import raw_request
@@ -396,3 +401,136 @@ def test_each_target_a_router_tries_is_a_client_span_of_the_one_request(traced, 
     assert refused.attributes["error.type"] == "503" and "error.type" not in served.attributes
     assert parsed_traceparent(fake.stats.requests[-1].headers["traceparent"])[1] == refused.span_id
     assert parsed_traceparent(served_traceparent)[1] == served.span_id
+
+
+# --- every route that calls a provider names it (issue 42) ------------------------------
+
+COHERE_EMBED_BODY = ('{ "texts": ${parameters.texts}, "truncate": "END", "model": "${parameters.model}", '
+                     '"input_type": "search_document" }')
+USER_TURN = [{"role": "user", "content": "Who is Hamlet?"}]
+
+
+class Providers:
+    """The fakes a row of ``CALLING_ROUTES`` registers its model on, each started when first
+    asked for, stopped at the end."""
+
+    def __init__(self, stack: ExitStack, openai_fake: FakeOpenAI, bedrock_fake: FakeBedrock) -> None:
+        self._stack = stack
+        self.openai, self.bedrock = openai_fake, bedrock_fake
+        self._anthropic: FakeAnthropic | None = None
+        self._gemini: FakeGemini | None = None
+
+    @property
+    def anthropic(self) -> FakeAnthropic:
+        if self._anthropic is None:
+            self._anthropic = self._stack.enter_context(FakeAnthropic())
+        return self._anthropic
+
+    @property
+    def gemini(self) -> FakeGemini:
+        if self._gemini is None:
+            self._gemini = self._stack.enter_context(FakeGemini())
+        return self._gemini
+
+
+def _completions(fakes: Providers) -> dict[str, Any]:
+    connector = openai_connector(fakes.openai, model="gpt-3.5-turbo-instruct", path="/v1/completions")
+    connector["actions"][0]["request_body"] = '{ "model": "${parameters.model}", "prompt": "${parameters.prompt}" }'
+    return connector
+
+
+def _cohere(fakes: Providers) -> dict[str, Any]:
+    # cohere_connector_embedding_blueprint.md, at the fake's Cohere API
+    return {"name": "Cohere Embed Model", "description": "d", "version": "1", "protocol": "http",
+            "credential": {"cohere_key": fakes.openai.api_key}, "parameters": {"model": "embed-english-v3.0"},
+            "actions": [{"action_type": "predict", "method": "POST", "url": f"{fakes.openai.url}/v1/embed",
+                         "headers": {"Authorization": "Bearer ${credential.cohere_key}"},
+                         "request_body": COHERE_EMBED_BODY,
+                         "pre_process_function": "connector.pre_process.cohere.embedding",
+                         "post_process_function": "connector.post_process.cohere.embedding"}]}
+
+
+# A model of each provider API, by the name the rows use: its connector at the fakes.
+CONNECTORS: dict[str, Callable[[Providers], dict[str, Any]]] = {
+    "openai chat": lambda fakes: openai_connector(fakes.openai),
+    "openai completions": _completions,
+    "openai embeddings": lambda fakes: openai_embedding_connector(fakes.openai),
+    "cohere embed": _cohere,
+    "bedrock converse": lambda fakes: bedrock_connector(fakes.bedrock),
+    "bedrock titan": lambda fakes: titan_connector(fakes.bedrock),
+    "anthropic messages": lambda fakes: fake_anthropic.connector(fakes.anthropic.url, fakes.anthropic.api_key),
+    "gemini": lambda fakes: fake_gemini.connector(fakes.gemini.url, fakes.gemini.api_key),
+}
+ML = "/_plugins/_ml"
+CHAT_PARAMETERS = {"parameters": {"messages": SEED_MESSAGES}}
+# Every route that calls a provider, on each kind of model it serves differently: (the
+# route's template, the model, the request's path ({id}: the model's id) and body, the
+# CLIENT span's name, its gen_ai.provider.name). Against the fakes every host is
+# 127.0.0.1: the provider is known from the connector, never from the host.
+CALLING_ROUTES = [
+    (f"{ML}/models/{{model_id}}/_predict", "openai chat", f"{ML}/models/{{id}}/_predict", CHAT_PARAMETERS,
+     "chat gpt-3.5-turbo", "openai"),
+    (f"{ML}/models/{{model_id}}/_predict", "openai embeddings", f"{ML}/models/{{id}}/_predict",
+     {"text_docs": ["Who is Hamlet?"]}, "embeddings text-embedding-ada-002", "openai"),
+    (f"{ML}/models/{{model_id}}/_predict", "bedrock titan", f"{ML}/models/{{id}}/_predict",
+     {"text_docs": ["Who is Hamlet?"]}, "embeddings amazon.titan-embed-text-v1", "aws.bedrock"),
+    (f"{ML}/_predict/{{algorithm}}/{{model_id}}", "cohere embed", f"{ML}/_predict/text_embedding/{{id}}",
+     {"text_docs": ["Who is Hamlet?"]}, "embeddings embed-english-v3.0", "cohere"),
+    (f"{ML}/models/{{model_id}}/_predict/stream", "openai chat", f"{ML}/models/{{id}}/_predict/stream",
+     CHAT_PARAMETERS, "chat gpt-3.5-turbo", "openai"),
+    (f"{ML}/models/{{model_id}}/_predict/stream", "bedrock converse", f"{ML}/models/{{id}}/_predict/stream",
+     {"parameters": {"inputs": "Who is Hamlet?"}}, f"chat {BEDROCK_MODEL}", "aws.bedrock"),
+    ("/v1/chat/completions", "openai chat", "/v1/chat/completions", {"messages": USER_TURN},
+     "chat gpt-3.5-turbo", "openai"),
+    ("/v1/chat/completions", "openai chat", "/v1/chat/completions", {"messages": USER_TURN, "stream": True},
+     "chat gpt-3.5-turbo", "openai"),
+    ("/v1/chat/completions", "gemini", "/v1/chat/completions", {"messages": USER_TURN},
+     "generate_content gemini-2.5-flash", "gcp.gemini"),
+    ("/v1/completions", "openai completions", "/v1/completions", {"prompt": "Who is Hamlet?"},
+     "text_completion gpt-3.5-turbo-instruct", "openai"),
+    ("/v1/embeddings", "openai embeddings", "/v1/embeddings", {"input": ["Who is Hamlet?"]},
+     "embeddings text-embedding-ada-002", "openai"),
+    ("/v1/embeddings", "bedrock titan", "/v1/embeddings", {"input": "Who is Hamlet?"},
+     "embeddings amazon.titan-embed-text-v1", "aws.bedrock"),
+    ("/v1/embeddings", "cohere embed", "/v1/embeddings", {"input": ["Who is Hamlet?"]},
+     "embeddings embed-english-v3.0", "cohere"),
+    ("/v1/responses", "openai chat", "/v1/responses", {"input": "Who is Hamlet?", "store": False},
+     "chat gpt-3.5-turbo", "openai"),
+    ("/v1/responses", "bedrock converse", "/v1/responses", {"input": "Who is Hamlet?", "store": False,
+                                                           "stream": True}, f"chat {BEDROCK_MODEL}", "aws.bedrock"),
+    ("/v1/messages", "anthropic messages", "/v1/messages", {"max_tokens": 50, "messages": USER_TURN},
+     "chat claude-sonnet-4-5", "anthropic"),
+    ("/v1/messages", "anthropic messages", "/v1/messages", {"max_tokens": 50, "messages": USER_TURN, "stream": True},
+     "chat claude-sonnet-4-5", "anthropic"),
+    ("/v1/messages", "openai chat", "/v1/messages", {"max_tokens": 50, "messages": USER_TURN},
+     "chat gpt-3.5-turbo", "openai"),
+]
+# The POST routes of role user that call no provider (each of the others is in the table).
+CALLING_NO_PROVIDER = {"/v1/messages/count_tokens", f"{ML}/models/_search", f"{ML}/model_groups/_search"}
+
+
+@pytest.mark.parametrize("route, model, path, body, span_name, provider", CALLING_ROUTES,
+                         ids=[f"{path.removeprefix(ML)}-{model}" + ("-stream" if body.get("stream") else "")
+                              for _, model, path, body, _, _ in CALLING_ROUTES])
+def test_every_route_names_the_provider_of_its_client_span(traced, collector, fake, bedrock, route, model, path,
+                                                           body, span_name, provider):
+    server = traced()
+    client = Client(server.url)
+    with ExitStack() as stack:
+        model_id = client.model_for(CONNECTORS[model](Providers(stack, fake, bedrock)))
+        if path.startswith("/v1/"):
+            body = {"model": model_id, **body}
+        response = raw_request(server.url, "POST", path.replace("{id}", model_id), json.dumps(body).encode(),
+                               headers=traceparent())
+        assert response.status == 200, response.body
+    spans = spans_of(collector, CALLER_TRACE, f"POST {route}", span_name)
+    request, call = spans[f"POST {route}"], spans[span_name]
+    assert request.attributes["http.route"] == route and call.parent_span_id == request.span_id
+    assert call.kind == "client" and call.attributes["gen_ai.provider.name"] == provider
+
+
+def test_the_table_of_calling_routes_has_every_route_that_may_call_a_provider(traced):
+    router = traced().app.router
+    table = getattr(router, "routes", None) or router._routes
+    calling = {route.template for route in table if route.method == "POST" and route.role == "user"}
+    assert calling - CALLING_NO_PROVIDER == {row[0] for row in CALLING_ROUTES}

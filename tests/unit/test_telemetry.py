@@ -61,10 +61,18 @@ def facts(url: str, body: object = None, dialect: str | None = None, protocol: s
      ("embeddings", "cohere", "embed-english-v3.0", "api.cohere.ai", 443)),
     ("https://x.openai.azure.com/openai/deployments/my-gpt/chat/completions?api-version=1", {"messages": []}, None,
      "http", {}, ("chat", "azure.ai.openai", "my-gpt", "x.openai.azure.com", 443)),
+    # on a host of no provider, the connector's URL path says whose API it is
+    ("http://127.0.0.1:8000/v1/embeddings", {"model": "text-embedding-ada-002", "input": ["a"]}, None, "http", {},
+     ("embeddings", "openai", "text-embedding-ada-002", "127.0.0.1", 8000)),
+    ("http://embed.example.internal/v2/embed", {"texts": ["a"]}, None, "http", {"model": "embed-v4.0"},
+     ("embeddings", "cohere", "embed-v4.0", "embed.example.internal", 80)),
+    ("http://127.0.0.1:8001/v1beta/models/text-embedding-004:batchEmbedContents", {"requests": []}, None, "http", {},
+     ("embeddings", "gcp.gemini", "text-embedding-004", "127.0.0.1", 8001)),
     ("http://127.0.0.1:8080/generate", {"inputs": "x"}, None, "http", {}, ("text_completion", "unknown", None,
                                                                            "127.0.0.1", 8080)),
 ], ids=["openai-chat", "openai-completions", "bedrock", "anthropic", "gemini", "sagemaker-tgi", "sagemaker-chat",
-        "openai-embeddings", "titan-embeddings", "cohere-embed", "azure", "unknown"])
+        "openai-embeddings", "titan-embeddings", "cohere-embed", "azure", "openai-compatible-embeddings",
+        "cohere-at-any-host", "gemini-embeddings-at-any-host", "unknown"])
 def test_a_call_in_the_conventions_terms(url, body, dialect, protocol, parameters, expected):
     found = facts(url, body, dialect, protocol, parameters)
     assert (found.operation, found.provider, found.request_model, found.server_address, found.server_port) == expected
