@@ -10,20 +10,23 @@ accepted, checked and stored the same way by both.
 ``MODEL_FIELDS`` holds ml-commons' own (``MLRegisterModelInput`` / ``MLUpdateModelInput``).
 ``EXTENSION_FIELDS`` holds mlstream's additions; a new one is one line here, for example::
 
-    EXTENSION_FIELDS["pricing"] = lambda value: parse_pricing(value).to_doc()
+    EXTENSION_FIELDS["routing"] = lambda value: parse_routing(value).to_doc()
 
-(``pricing`` is one) and is then taken by register and update, stored in the model document
+(``routing`` is one) and is then taken by register and update, stored in the model document
 and answered by GET. What reads it on the predict path (``registry.ResolvedModel``) is the feature's own.
+A field whose rule depends on the rest of the model is completed by the registry once it
+knows the model's connector (``pricing``: ``model_pricing``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import BadRequest
 from .interfaces import parse_interface
 from ..guard.guardrails import parse as parse_guardrails
+from ..processing import is_embedding_function
 from ..usage.limits import parse_rate_limiter
 from .routing import parse_routing
 from ..usage.records import parse_pricing
@@ -137,6 +140,42 @@ def check_model_config(new: dict[str, Any], old: dict[str, Any] | None) -> None:
         raise BadRequest("Space type must be provided in additional_config for remote text embedding model")
 
 
+def pricing(value: Any) -> dict[str, float]:
+    """``pricing`` checked (``usage.parse_pricing``) as given: a missing ``output_per_1m``
+    stays missing until ``model_pricing`` knows whether the model is an embedding model."""
+    doc = parse_pricing(value, embedding=True).to_doc()
+    if value.get("output_per_1m") is None:
+        del doc["output_per_1m"]
+    return doc
+
+
+def is_embedding_model(doc: Mapping[str, Any], connector: Mapping[str, Any] | None) -> bool:
+    """Whether a model (its stored document, and its connector's) answers embeddings, so
+    that its calls have no output tokens: ml-commons' model kind (``model_config.model_type``
+    ``text_embedding``), or its connector's predict action, as mlstream calls it: one of
+    ml-commons' built-in embedding pre- or post-process functions, or an OpenAI embeddings
+    URL (``.../embeddings``, which ``/v1/embeddings`` relays as it is)."""
+    config = doc.get("model_config")
+    if isinstance(config, dict) and str(config.get("model_type", "")).lower() == "text_embedding":
+        return True
+    for action in (connector or {}).get("actions") or ():
+        if isinstance(action, dict) and str(action.get("action_type", "")).lower() == "predict":
+            url = str(action.get("url", "")).split("?", 1)[0].rstrip("/")
+            return url.endswith("/embeddings") or any(
+                is_embedding_function(action.get(name)) for name in ("pre_process_function", "post_process_function"))
+    return False
+
+
+def model_pricing(doc: Mapping[str, Any], connector: Mapping[str, Any] | None) -> dict[str, float] | None:
+    """The ``pricing`` to store for a model (its document with the fields given, and its
+    connector's; None for a router): an embedding model's missing output price is 0, any
+    other model's is the same 400 as a missing input price."""
+    given = doc.get("pricing")
+    if given is None:
+        return None
+    return parse_pricing(given, embedding=is_embedding_model(doc, connector)).to_doc()
+
+
 # ml-commons' fields that are values of the model itself. The ones naming other records
 # (connector_id, connector, model_group_id) are the registry's.
 MODEL_FIELDS: dict[str, FieldRule] = {
@@ -152,7 +191,7 @@ MODEL_FIELDS: dict[str, FieldRule] = {
 
 # mlstream's own model fields (see the module docstring): name -> rule.
 EXTENSION_FIELDS: dict[str, FieldRule] = {
-    "pricing": lambda value: parse_pricing(value).to_doc(),  # prices per million tokens (usage.Pricing)
+    "pricing": pricing,  # prices per million tokens (usage.Pricing), completed by model_pricing
     "routing": lambda value: parse_routing(value).to_doc(),  # a router model's targets (routing.Routing)
 }
 

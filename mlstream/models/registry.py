@@ -22,8 +22,8 @@ from ..errors import BadRequest, Conflict, Forbidden, IndexNotFound, NotFound
 from ..guard.guardrails import Guardrails, parse as parse_guardrails
 from .interfaces import preset_interface
 from . import fields as model_fields
-from .fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_model_config, checked_fields,
-                           ttl_minutes)
+from .fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_model_config, checked_fields, model_pricing,
+                     ttl_minutes)
 from ..usage.limits import RateLimit, parse_rate_limiter
 from .routing import LLM_INTERFACE, Routing, check_families, check_graph, parse_routing
 from .search import run_search
@@ -227,6 +227,8 @@ class Registry:
                 preset = _preset(public)
                 if preset is not None:
                     doc["interface"] = preset
+            if "pricing" in doc:  # an embedding model's output price may be left out
+                doc["pricing"] = model_pricing(doc, None if router else public)
             self._store.put("model", Record(model_id, doc, secret))
             task_id = self._add_task(model_id, "REGISTER_MODEL")
             if deploy:
@@ -288,6 +290,8 @@ class Registry:
                 doc["model_group_id"], doc["model_version"] = group_id, str(version)
             elif group_id is not None and not isinstance(group_id, str):
                 raise BadRequest("[model_group_id] must be a string")
+            if "pricing" in fields:  # for the model as updated (its connector, its model_config)
+                doc["pricing"] = model_pricing(doc, self._stored_connector(doc))
             doc["last_updated_time"] = self._clock()
             self._store.put("model", Record(model_id, doc, secret))
         self._invalidate()
@@ -640,6 +644,14 @@ class Registry:
                 raise IndexNotFound(f"no such index [{_INDEX[kind]}]")
             raise NotFound(str(empty))
         raise NotFound(missing)
+
+    def _stored_connector(self, doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """A model document's connector as stored (inline, or its record's; no credential),
+        None for a router or a connector since deleted."""
+        if "connector" in doc:
+            return doc["connector"]
+        record = self._store.get("connector", doc["connector_id"]) if "connector_id" in doc else None
+        return record.doc if record is not None else None
 
     def _connector_record(self, connector_id: str) -> Record:
         # ConnectorAccessControlHelper.getConnector (get and update a connector)

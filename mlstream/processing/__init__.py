@@ -19,7 +19,7 @@ from __future__ import annotations
 from .builtin_post import check_response_filter, post_process
 from .chunking import chunk_size, split_dataset
 from .escaping import escape_input_parameters
-from .functions import check_function_name, is_script, pre_process
+from .functions import check_function_name, is_embedding_function, is_script, pre_process
 from .inputs import Dataset, PredictInput, TextDocs, TextSimilarity, parse_predict_input
 from .scripts import post_process_script
 
@@ -32,6 +32,7 @@ __all__ = [
     "check_response_filter",
     "chunk_size",
     "escape_input_parameters",
+    "is_embedding_function",
     "is_script",
     "parse_predict_input",
     "post_process",

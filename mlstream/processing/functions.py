@@ -21,6 +21,12 @@ def is_script(function: str) -> bool:
         and not function.startswith("connector.")
 
 
+def is_embedding_function(function: str | None) -> bool:
+    """Whether ``function`` is one of ml-commons' built-in embedding functions: a pre-process
+    one making an embedding request, or a post-process one reading embeddings."""
+    return (function in PRE_PROCESS_FUNCTIONS or function in POST_PROCESS_FUNCTIONS) and "embedding" in function
+
+
 def _unknown_function_reason(field: str, name: str) -> str:
     kind = "pre_process" if "pre_process" in field else "post_process"
     known = sorted(PRE_PROCESS_FUNCTIONS if kind == "pre_process" else POST_PROCESS_FUNCTIONS)

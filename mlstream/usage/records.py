@@ -106,11 +106,13 @@ class Pricing:
         return doc
 
 
-def parse_pricing(raw: Any) -> Pricing | None:
+def parse_pricing(raw: Any, *, embedding: bool = False) -> Pricing | None:
     """A model's ``pricing`` from a register or update body; None for null (no pricing).
 
     The update-model route (``PUT /_plugins/_ml/models/<id>``) calls this on the body's
     ``pricing`` too: a new price applies to the calls after it, never to recorded ones.
+    ``embedding``: the model is an embedding model (``model_fields.is_embedding_model``),
+    whose calls have no output tokens: a missing ``output_per_1m`` is 0.
     """
     if raw is None:
         return None
@@ -124,6 +126,9 @@ def parse_pricing(raw: Any) -> Pricing | None:
     for name in _PRICE_FIELDS:
         value = raw.get(name)
         if value is None:
+            if name == "output_per_1m" and embedding:
+                prices[name] = 0.0
+                continue
             if name != "cached_input_per_1m":
                 raise BadRequest(f"[pricing.{name}] is required (a price per million tokens; 0 for free)")
             prices[name] = None

@@ -214,6 +214,32 @@ def test_cost_from_the_models_pricing(server, fake):
     assert record["cost"] == usage["prompt_tokens"] + usage["completion_tokens"]  # one unit a token
 
 
+def test_an_embedding_models_price_needs_no_output_price_any_other_model_does(server, fake):
+    client = Client(server.url)
+    embedding_id = client.register(client.create_connector(openai_embedding_connector(fake)),
+                                   pricing={"input_per_1m": 1_000_000})
+    ml = "/_plugins/_ml/models"
+    assert client.ok("GET", f"{ml}/{embedding_id}")["pricing"] == {"input_per_1m": 1_000_000, "output_per_1m": 0}
+    answer = client.ok("POST", "/v1/embeddings", {"model": embedding_id, "input": ["one", "two words"]})
+    assert only_record(client)["cost"] == answer["usage"]["prompt_tokens"]  # one unit an input token
+    client.ok("PUT", f"{ml}/{embedding_id}", {"pricing": {"input_per_1m": 2}})
+    assert client.ok("GET", f"{ml}/{embedding_id}")["pricing"] == {"input_per_1m": 2, "output_per_1m": 0}
+    # a chat model: the same 400 as ever, at register and update, and nothing stored
+    chat_connector = client.create_connector(openai_connector(fake))
+    chat_id = client.register(chat_connector)
+    searched = {"query": {"match_all": {}}}
+    before = client.ok("POST", f"{ml}/_search", searched)["hits"]["total"]
+    for method, path, body in (("POST", f"{ml}/_register", {"name": "chat", "function_name": "remote",
+                                                            "connector_id": chat_connector,
+                                                            "pricing": {"input_per_1m": 1}}),
+                               ("PUT", f"{ml}/{chat_id}", {"pricing": {"input_per_1m": 1}})):
+        refused = client.call(method, path, body)
+        assert refused.status == 400 and refused.body["error"]["reason"] == (
+            "[pricing.output_per_1m] is required (a price per million tokens; 0 for free)"), refused.body
+    assert client.ok("POST", f"{ml}/_search", searched)["hits"]["total"] == before
+    assert "pricing" not in client.ok("GET", f"{ml}/{chat_id}")
+
+
 def test_a_spent_budget_refuses_the_next_call_while_other_keys_go_on(server, fake):
     keys = KeyStore(server.app.store)
     _, admin = keys.create("admin", "ops")

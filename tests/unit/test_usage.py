@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from mlstream import model_fields
 from mlstream.errors import BadRequest, BudgetExceeded, RateLimited
 from mlstream.fronts.mlcommons import errors as mlcommons_errors
 from mlstream.fronts.openai import errors as openai_errors
@@ -65,6 +66,53 @@ def test_a_model_without_pricing_costs_null_not_zero():
 def test_pricing_is_validated(raw, message):
     with pytest.raises(BadRequest, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_pricing(raw)
+
+
+def test_an_embedding_models_missing_output_price_is_zero_any_others_a_400():
+    assert parse_pricing({"input_per_1m": 0.02}, embedding=True) == Pricing(0.02, 0.0)
+    assert parse_pricing({"input_per_1m": 0.02, "output_per_1m": 1}, embedding=True) == Pricing(0.02, 1.0)
+    today = r"\[pricing.output_per_1m\] is required \(a price per million tokens; 0 for free\)"  # as before
+    with pytest.raises(BadRequest, match=today):
+        parse_pricing({"input_per_1m": 0.02})
+    with pytest.raises(BadRequest, match=r"\[pricing.input_per_1m\] is required"):
+        parse_pricing({"output_per_1m": 1}, embedding=True)
+
+
+OPENAI_EMBEDDINGS = {"actions": [{"action_type": "predict", "url": "https://api.openai.com/v1/embeddings"}]}
+
+
+@pytest.mark.parametrize("doc, connector, embedding", [
+    ({}, OPENAI_EMBEDDINGS, True),  # the URL /v1/embeddings relays as an embeddings call
+    ({}, {"actions": [{"action_type": "PREDICT", "url": "http://${parameters.endpoint}/v1/embeddings?x=1"}]}, True),
+    ({}, {"actions": [{"action_type": "predict", "url": "https://api.cohere.ai/v1/embed",
+                       "post_process_function": "connector.post_process.cohere.embedding"}]}, True),
+    ({}, {"actions": [{"action_type": "predict", "url": "https://h/model/amazon.titan-embed-text-v2:0/invoke",
+                       "pre_process_function": "connector.pre_process.bedrock.embedding"}]}, True),
+    ({}, {"actions": [{"action_type": "predict", "url": "https://h/v2/embed",
+                       "post_process_function": "connector.post_process.cohere_v2.embedding.int8"}]}, True),
+    ({"model_config": {"model_type": "TEXT_EMBEDDING", "embedding_dimension": 8}},
+     {"actions": [{"action_type": "predict", "url": "https://h/invocations"}]}, True),  # ml-commons' model kind
+    ({}, {"actions": [{"action_type": "predict", "url": "https://api.openai.com/v1/chat/completions"}]}, False),
+    ({}, {"actions": [{"action_type": "predict", "url": "https://api.cohere.ai/v1/rerank",
+                       "pre_process_function": "connector.pre_process.cohere.rerank",
+                       "post_process_function": "connector.post_process.cohere.rerank"}]}, False),
+    # a script is no built-in embedding function, whatever its text says
+    ({}, {"actions": [{"action_type": "predict", "url": "https://h/x",
+                       "post_process_function": "return params.embedding;"}]}, False),
+    # only the predict action counts
+    ({}, {"actions": [{"action_type": "batch_predict", "url": "https://h/v1/embeddings"},
+                      {"action_type": "predict", "url": "https://h/v1/chat/completions"}]}, False),
+    ({"model_config": {"model_type": "bert"}}, None, False),  # a router: no connector
+], ids=["openai-url", "templated-url", "cohere-post", "titan-pre", "cohere-v2-post", "model-config", "chat",
+        "rerank", "script", "batch-action", "router"])
+def test_an_embedding_model_is_known_from_its_kind_or_its_connectors_predict_action(doc, connector, embedding):
+    assert model_fields.is_embedding_model(doc, connector) is embedding
+    priced = {**doc, "pricing": model_fields.pricing({"input_per_1m": 0.1})}
+    if embedding:
+        assert model_fields.model_pricing(priced, connector) == {"input_per_1m": 0.1, "output_per_1m": 0.0}
+    else:
+        with pytest.raises(BadRequest, match=r"output_per_1m\] is required"):
+            model_fields.model_pricing(priced, connector)
 
 
 def test_pricing_round_trips_through_its_document():
