@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence
 from ..errors import StoreError, StoreUnavailable
 from ..speedups import dumps_json
 from .sqlite import KINDS, RESPONSE_PURGE_SECONDS, Paced, Record, Store, record_from_row
-from ..usage.tables import POSTGRES_SCHEMA, PostgresUsage, UsageTables
+from ..usage.tables import PostgresUsage, UsageTables
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,25 @@ def _records_table(kind: str) -> list[str]:
 # The record kinds migration 1 created (KINDS has grown since: later kinds come with
 # their own migration).
 _V1_KINDS = ("connector", "model", "task", "apikey", "meta", "model_group")
+# The usage tables as migration 3 created them (usage.tables' schema then, the window's
+# times in a column "t"); later changes are later migrations. usage.tables.POSTGRES_SCHEMA
+# is where they lead (a test checks that a database migrated from nothing has its shape).
+_V3_USAGE_TABLES = (
+    ("CREATE TABLE IF NOT EXISTS mlstream_usage_record (seq BIGSERIAL PRIMARY KEY, time_ms BIGINT NOT NULL,"
+     " key_id TEXT NOT NULL, key_name TEXT NOT NULL, model_id TEXT NOT NULL, interface TEXT NOT NULL,"
+     " route TEXT NOT NULL, status INTEGER NOT NULL, outcome TEXT NOT NULL, input_tokens BIGINT NOT NULL,"
+     " output_tokens BIGINT NOT NULL, cached_input_tokens BIGINT NOT NULL, estimated BOOLEAN NOT NULL,"
+     " first_token_ms DOUBLE PRECISION, duration_ms DOUBLE PRECISION NOT NULL, cost DOUBLE PRECISION,"
+     " request_id TEXT NOT NULL)"),
+    "CREATE INDEX IF NOT EXISTS mlstream_usage_record_time ON mlstream_usage_record (time_ms)",
+    "CREATE INDEX IF NOT EXISTS mlstream_usage_record_key ON mlstream_usage_record (key_id, time_ms)",
+    ("CREATE TABLE IF NOT EXISTS mlstream_usage_spend (key_id TEXT NOT NULL, day_ms BIGINT NOT NULL,"
+     " cost DOUBLE PRECISION NOT NULL, PRIMARY KEY (key_id, day_ms))"),
+    ("CREATE TABLE IF NOT EXISTS mlstream_usage_window (key_id TEXT NOT NULL, kind TEXT NOT NULL,"
+     " t DOUBLE PRECISION NOT NULL, amount DOUBLE PRECISION NOT NULL)"),
+    "CREATE INDEX IF NOT EXISTS mlstream_usage_window_key ON mlstream_usage_window (key_id, kind, t)",
+    "CREATE INDEX IF NOT EXISTS mlstream_usage_window_time ON mlstream_usage_window (t)",
+)
 # Numbered schema steps; a database records the ones applied. Append, never edit.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, (_NOTIFY_FUNCTION,
@@ -89,12 +108,15 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
           " tokens DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, taken BOOLEAN NOT NULL)"),)),
     # Usage records, spend per key and day, the rpm/tpm windows (usage_store): no trigger,
     # a recorded call is no change for the caches. And ml-commons' model controllers.
-    (3, (*POSTGRES_SCHEMA, *_records_table("controller"))),
+    (3, (*_V3_USAGE_TABLES, *_records_table("controller"))),
     # Stored responses of the Responses front: no trigger (nothing cached to reload).
     (4, ("CREATE TABLE mlstream_response (id TEXT PRIMARY KEY, doc TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)",
          "CREATE INDEX mlstream_response_expires ON mlstream_response (expires)")),
     # The stop-word indices of guardrails (stopwords): records, announced like the others.
     (5, (*_records_table("stopword_index"), *_records_table("stopword_doc"))),
+    # The usage window's "t" renamed (usage.tables.RENAMED): a column named like a table
+    # alias stopped ``SELECT row_to_json(t) FROM mlstream_usage_window t`` (its indices follow).
+    (6, ("ALTER TABLE mlstream_usage_window RENAME COLUMN t TO time_s",)),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the

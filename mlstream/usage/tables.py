@@ -4,7 +4,8 @@
     usage_spend    spend per key and UTC day, added to as records are written: a budget
                    check reads at most 31 rows instead of summing a month of records
     usage_window   recent events per key for the sliding 60 s limits: one row per request
-                   admitted (kind "r", for ``rpm``) and per call's tokens (kind "t", ``tpm``)
+                   admitted (kind "r", for ``rpm``) and per call's tokens (kind "t", ``tpm``),
+                   at ``time_s`` (Unix seconds; the column was ``t`` before: see ``RENAMED``)
 
 SQLite keeps them in a file of their own (``usage.db`` beside ``mlstream.db``): writing
 a record must not move the main store's change counter, which would empty every
@@ -56,10 +57,18 @@ def schema(prefix: str, *, serial: str, big: str, real: str, boolean: str) -> li
         (f"CREATE TABLE IF NOT EXISTS {prefix}usage_spend (key_id TEXT NOT NULL, day_ms {big} NOT NULL,"
          f" cost {real} NOT NULL, PRIMARY KEY (key_id, day_ms))"),
         (f"CREATE TABLE IF NOT EXISTS {prefix}usage_window (key_id TEXT NOT NULL, kind TEXT NOT NULL,"
-         f" t {real} NOT NULL, amount {real} NOT NULL)"),
-        f"CREATE INDEX IF NOT EXISTS {prefix}usage_window_key ON {prefix}usage_window (key_id, kind, t)",
-        f"CREATE INDEX IF NOT EXISTS {prefix}usage_window_time ON {prefix}usage_window (t)",
+         f" time_s {real} NOT NULL, amount {real} NOT NULL)"),
+        f"CREATE INDEX IF NOT EXISTS {prefix}usage_window_key ON {prefix}usage_window (key_id, kind, time_s)",
+        f"CREATE INDEX IF NOT EXISTS {prefix}usage_window_time ON {prefix}usage_window (time_s)",
     ]
+
+
+# Columns renamed since a release wrote them: (table without prefix, old name, new name).
+# The window's "t" read as the whole row in PostgreSQL's ``SELECT row_to_json(t) FROM
+# mlstream_usage_window t`` (an unqualified name is a column before it is a table alias):
+# every relation must read as rows. PostgreSQL renames it in a migration (store.postgres),
+# SQLite when usage.db is opened (``SQLiteUsage``).
+RENAMED = (("usage_window", "t", "time_s"),)
 
 
 POSTGRES_SCHEMA = schema("mlstream_", serial="BIGSERIAL PRIMARY KEY", big="BIGINT", real="DOUBLE PRECISION",
@@ -106,9 +115,9 @@ class UsageTables(ABC):
                         f" (key_id, day_ms) DO UPDATE SET cost = {p}usage_spend.cost + excluded.cost",
                         [key_id, day_ms, cost])
             for key_id, count in tokens.items():
-                execute(f"INSERT INTO {p}usage_window (key_id, kind, t, amount) VALUES (?, 't', ?, ?)",
+                execute(f"INSERT INTO {p}usage_window (key_id, kind, time_s, amount) VALUES (?, 't', ?, ?)",
                         [key_id, now, count])
-            execute(f"DELETE FROM {p}usage_window WHERE t < ?", [now - WINDOW_SECONDS])
+            execute(f"DELETE FROM {p}usage_window WHERE time_s < ?", [now - WINDOW_SECONDS])
 
     def take_request(self, key_id: str, rpm: int, now: float | None = None) -> float:
         """Count one request in ``key_id``'s 60 s window if fewer than ``rpm`` are there:
@@ -118,12 +127,14 @@ class UsageTables(ABC):
         with self._transaction(lock_key=key_id) as execute:
             now = time.time() if now is None else now
             start = now - WINDOW_SECONDS
-            execute(f"DELETE FROM {p}usage_window WHERE key_id = ? AND kind = 'r' AND t <= ?", [key_id, start])
-            count, oldest = execute(f"SELECT COUNT(*), MIN(t) FROM {p}usage_window WHERE key_id = ? AND kind = 'r'",
-                                    [key_id])[0]
+            execute(f"DELETE FROM {p}usage_window WHERE key_id = ? AND kind = 'r' AND time_s <= ?",
+                    [key_id, start])
+            count, oldest = execute(f"SELECT COUNT(*), MIN(time_s) FROM {p}usage_window WHERE key_id = ?"
+                                    " AND kind = 'r'", [key_id])[0]
             if int(count) >= rpm:
                 return max(float(oldest) - start, 0.001)
-            execute(f"INSERT INTO {p}usage_window (key_id, kind, t, amount) VALUES (?, 'r', ?, 1)", [key_id, now])
+            execute(f"INSERT INTO {p}usage_window (key_id, kind, time_s, amount) VALUES (?, 'r', ?, 1)",
+                    [key_id, now])
             return 0.0
 
     # --- reads -----------------------------------------------------------------------
@@ -137,8 +148,8 @@ class UsageTables(ABC):
     def window_tokens(self, key_id: str, now: float | None = None) -> tuple[int, float | None]:
         """(tokens ``key_id`` used in the last 60 s, when the oldest of them leaves the window)."""
         now = time.time() if now is None else now
-        rows = self._read(f"SELECT SUM(amount), MIN(t) FROM {self._prefix}usage_window WHERE key_id = ?"
-                          " AND kind = 't' AND t > ?", [key_id, now - WINDOW_SECONDS])
+        rows = self._read(f"SELECT SUM(amount), MIN(time_s) FROM {self._prefix}usage_window WHERE key_id = ?"
+                          " AND kind = 't' AND time_s > ?", [key_id, now - WINDOW_SECONDS])
         total, oldest = rows[0] if rows else (None, None)
         return int(total or 0), None if oldest is None else float(oldest) + WINDOW_SECONDS
 
@@ -208,6 +219,7 @@ class SQLiteUsage(UsageTables):
             if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 self._db.execute("PRAGMA journal_mode=WAL")  # once: asking again writes the header
             self._db.execute("PRAGMA synchronous=NORMAL")  # a committed batch survives a process crash
+            _rename_old_columns(self._db)
             for sql in SQLITE_SCHEMA:
                 self._db.execute(sql)
             self._read_db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
@@ -251,10 +263,25 @@ class SQLiteUsage(UsageTables):
             self._db.close()
 
 
+def _rename_old_columns(db: sqlite3.Connection) -> None:
+    """A usage.db of an older release brought to ``SQLITE_SCHEMA``: each column of ``RENAMED``
+    that its table still has is renamed, in one transaction (the indices follow the column).
+    The store opens the file under its set-up lock: one process at a time does this."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table, old, new in RENAMED:
+            if old in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                db.execute(f"ALTER TABLE {table} RENAME COLUMN {old} TO {new}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 class PostgresUsage(UsageTables):
-    """The ``mlstream_usage_*`` tables (created by the store's migration 3), through the
-    store's connection pool: ``session`` gives a pooled connection in a transaction of
-    its own, without the store's write lock."""
+    """The ``mlstream_usage_*`` tables (created by the store's migration 3, the window's
+    column renamed by migration 6), through the store's connection pool: ``session``
+    gives a pooled connection in a transaction of its own, without the store's write lock."""
 
     _prefix = "mlstream_"
 

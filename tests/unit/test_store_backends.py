@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -15,6 +16,7 @@ from mlstream.errors import CredentialError, StoreError
 from mlstream.settings.server import MASTER_KEY_ENV
 from mlstream.store.sqlite import Record
 from mlstream.store.postgres import MIGRATIONS, PostgresStore
+from mlstream.usage.records import UsageRecord
 
 from ..support.stores import StoreFactory, wait_for_counter_move
 from ..support.timeouts import HANG_GUARD
@@ -152,6 +154,36 @@ def test_instances_starting_together_apply_each_migration_once(postgres_url: str
     finally:
         for store in stores:
             store.close()
+
+
+def test_every_relation_mlstream_creates_reads_as_rows(postgres_url: str) -> None:
+    """A generic tool reads any relation whole, e.g. ``SELECT row_to_json(t) FROM rel t``:
+    a column named like the alias would be taken for it (PostgreSQL resolves an
+    unqualified name as a column first), as the usage window's ``t`` once was."""
+    store = PostgresStore(postgres_url)
+    try:
+        store.put("connector", Record("c", {"name": "x"}, "v1:sealed"))
+        store.put_settings({"a": 1})
+        store.take_token("bucket", 5, 1)
+        tables = store.usage()
+        tables.write([UsageRecord(1, "k", "n", "m", "i", "r", 200, "ok", 10, 5, 0, False, 1.5, 2.0, 0.1, "q")],
+                     {("k", 0): 0.1}, {"k": 15})
+        tables.take_request("k", 10)
+        store.put_responses([("resp", {"id": "resp"}, time.time() + 60)])
+    finally:
+        store.close()
+    with psycopg.connect(postgres_url) as conn:
+        relations = [row[0] for row in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1")]
+        assert {"mlstream_schema_migrations", "mlstream_connector", "mlstream_usage_window",
+                "mlstream_usage_record", "mlstream_response"} <= set(relations), relations
+        assert all(name.startswith("mlstream_") for name in relations), relations  # a fresh database: all ours
+        for name in relations:
+            rows = conn.execute(f"SELECT row_to_json(t) FROM {name} t").fetchall()
+            assert len(rows) == conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0], name
+        window = [row[0] for row in conn.execute("SELECT row_to_json(t) FROM mlstream_usage_window t")]
+        assert {row["kind"] for row in window} == {"r", "t"}
 
 
 def test_a_database_from_a_newer_mlstream_is_refused(postgres_url: str) -> None:

@@ -3,11 +3,13 @@ PostgreSQL): records add up across processes, survive a reopen, budgets and rpm/
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import psycopg
 import pytest
 
 from mlstream.access.keys import ApiKey, KeyStore
@@ -23,15 +25,17 @@ from mlstream.errors import (
 )
 from mlstream.metrics import Metrics
 from mlstream.usage.limits import RateLimiter
-from mlstream.store.sqlite import Record
+from mlstream.store.sqlite import Record, SQLiteStore
+from mlstream.store.postgres import MIGRATIONS, PostgresStore
 from mlstream.usage.records import KeyLimits, UsageQuery, UsageRecord, period_bounds
 from mlstream.usage.recorder import UsageRecorder
-from mlstream.usage.tables import UsageTables
+from mlstream.usage.tables import POSTGRES_SCHEMA, SQLiteUsage, UsageTables
 
 T0 = 1_764_633_600_000  # 2025-12-02T00:00:00Z
 HOUR = 3_600_000
 
 from ..support.pools import StubPool
+from ..support.stores import fresh_database
 
 
 def rec(key: str = "k1", model: str = "m1", *, t: int = T0, inp: int = 10, out: int = 5, cached: int = 0,
@@ -278,6 +282,110 @@ def test_tpm_window_slides(parts):
     tables.write([], {}, {"k": 50}, now=1000.0)
     assert tables.window_tokens("k", now=1030.0)[0] == 50
     assert tables.window_tokens("k", now=1060.5)[0] == 0
+
+
+# --- the schema of older releases ---------------------------------------------------------------
+
+# usage.db as mlstream wrote it before issue 42: the window's times in a column "t"
+# (which PostgreSQL's row_to_json(t) took for the alias), renamed time_s since.
+OLD_SQLITE_SCHEMA = (
+    "CREATE TABLE usage_record (seq INTEGER PRIMARY KEY AUTOINCREMENT, time_ms INTEGER NOT NULL, key_id TEXT NOT NULL,"
+    " key_name TEXT NOT NULL, model_id TEXT NOT NULL, interface TEXT NOT NULL, route TEXT NOT NULL, status INTEGER"
+    " NOT NULL, outcome TEXT NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,"
+    " cached_input_tokens INTEGER NOT NULL, estimated INTEGER NOT NULL, first_token_ms REAL, duration_ms REAL NOT NULL,"
+    " cost REAL, request_id TEXT NOT NULL)",
+    "CREATE INDEX usage_record_time ON usage_record (time_ms)",
+    "CREATE INDEX usage_record_key ON usage_record (key_id, time_ms)",
+    "CREATE TABLE usage_spend (key_id TEXT NOT NULL, day_ms INTEGER NOT NULL, cost REAL NOT NULL,"
+    " PRIMARY KEY (key_id, day_ms))",
+    "CREATE TABLE usage_window (key_id TEXT NOT NULL, kind TEXT NOT NULL, t REAL NOT NULL, amount REAL NOT NULL)",
+    "CREATE INDEX usage_window_key ON usage_window (key_id, kind, t)",
+    "CREATE INDEX usage_window_time ON usage_window (t)",
+)
+OLD_WINDOW_ROWS = "INSERT INTO usage_window (key_id, kind, t, amount) VALUES ('k', 't', {0}, 40), ('k', 'r', {0}, 1)"
+
+
+def check_the_old_windows_count(tables: UsageTables, now: float) -> None:
+    """The rows written under the old schema still count, and new ones go in beside them."""
+    assert tables.window_tokens("k", now=now + 1)[0] == 40
+    assert tables.take_request("k", 1, now=now + 1) > 0  # the old request fills the rpm of 1
+    assert tables.take_request("k", 2, now=now + 1) == 0.0
+    tables.write([rec("k")], {("k", 0): 0.5}, {"k": 2}, now=now + 2)
+    assert tables.window_tokens("k", now=now + 3)[0] == 42
+    assert tables.window_tokens("k", now=now + 61)[0] == 2  # the old row left the window
+
+
+def test_a_usage_db_of_the_old_schema_is_upgraded_in_place(tmp_path):
+    now = time.time()
+    with sqlite3.connect(tmp_path / SQLiteUsage.FILENAME) as db:
+        for sql in OLD_SQLITE_SCHEMA:
+            db.execute(sql)
+        db.execute(OLD_WINDOW_ROWS.format(now))
+    for reopened in range(2):  # upgraded once; opening it again finds nothing to do
+        store = SQLiteStore(tmp_path)
+        try:
+            if not reopened:
+                check_the_old_windows_count(store.usage(), now)
+            else:
+                assert store.usage().window_tokens("k", now=now + 3)[0] == 42
+        finally:
+            store.close()
+    with sqlite3.connect(tmp_path / SQLiteUsage.FILENAME) as db:
+        assert [row[1] for row in db.execute("PRAGMA table_info(usage_window)")] == ["key_id", "kind", "time_s",
+                                                                                     "amount"]
+        indexed = {row[0]: row[1] for row in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"
+                                                        " AND tbl_name = 'usage_window'")}
+        assert indexed == {"usage_window_key": "CREATE INDEX usage_window_key ON usage_window (key_id, kind, time_s)",
+                           "usage_window_time": "CREATE INDEX usage_window_time ON usage_window (time_s)"}
+
+
+def test_a_postgresql_database_of_the_old_schema_is_upgraded_by_a_migration(postgres_url):
+    """A database as the releases before issue 42 left it (migrations 1 to 5, as they were
+    and are: migrations never change) is migrated at start, its windows kept."""
+    now = time.time()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE mlstream_schema_migrations ("
+                     " version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        for version, statements in MIGRATIONS:
+            if version <= 5:
+                for sql in statements:
+                    conn.execute(sql)
+                conn.execute("INSERT INTO mlstream_schema_migrations (version) VALUES (%s)", (version,))
+        assert "t" in postgres_columns(conn, "mlstream_usage_window")  # the old shape
+        conn.execute(f"INSERT INTO mlstream_usage_window (key_id, kind, t, amount) VALUES ('k', 't', {now}, 40),"
+                     f" ('k', 'r', {now}, 1)")
+    store = PostgresStore(postgres_url)
+    try:
+        check_the_old_windows_count(store.usage(), now)
+    finally:
+        store.close()
+    with psycopg.connect(postgres_url) as conn:
+        assert postgres_columns(conn, "mlstream_usage_window") == ["key_id", "kind", "time_s", "amount"]
+        assert len(conn.execute("SELECT row_to_json(t) FROM mlstream_usage_window t").fetchall()) == 4
+
+
+def test_the_migrations_end_at_the_usage_schema_the_code_declares(postgres_server):
+    """A database migrated from nothing has the usage tables ``POSTGRES_SCHEMA`` creates (a
+    change to the schema comes with a migration to it)."""
+    migrated, declared = fresh_database(postgres_server), fresh_database(postgres_server)
+    PostgresStore(migrated).close()
+    with psycopg.connect(declared, autocommit=True) as conn:
+        for sql in POSTGRES_SCHEMA:
+            conn.execute(sql)
+    shapes = []
+    for url in (migrated, declared):
+        with psycopg.connect(url) as conn:
+            shapes.append((
+                conn.execute("SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns"
+                             " WHERE table_name LIKE 'mlstream_usage_%' ORDER BY 1, ordinal_position").fetchall(),
+                conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE 'mlstream_usage_%'"
+                             " ORDER BY 1").fetchall()))
+    assert shapes[0] == shapes[1] and shapes[0][0]
+
+
+def postgres_columns(conn: Any, table: str) -> list[str]:
+    return [row[0] for row in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+                                           " ORDER BY ordinal_position", (table,))]
 
 
 def test_rpm_is_a_sliding_window(parts):
