@@ -456,6 +456,42 @@ def test_create_a_key_with_limits_see_its_secret_once_and_revoke_it(page, setup:
     assert page.locator("#keys-table tbody tr", has_text="console-team").count() == 0
 
 
+def test_a_key_revoked_on_the_keys_page_is_refused_at_once_on_every_front(page, setup: Setup) -> None:
+    """As ``DELETE /_plugins/_mlstream/keys/<name>`` does: the next call with the key, on a
+    connection it used a moment before (its key known to the server then), is a 401 in the
+    error body of the front it calls."""
+    _, secret = KeyStore(setup.server.app.store).create("user", "console-revoked")
+    model_id = setup.model("revoked key's model", Scenario(chunks=2))
+    user = client_with(setup.url, bearer(secret))
+    chat = {"model": model_id, "messages": [{"role": "user", "content": "hi"}]}
+    calls = {  # front -> (method, path, body)
+        "ml-commons": ("POST", f"/_plugins/_ml/models/{model_id}/_predict", {"parameters": {"messages":
+                                                                                      chat["messages"]}}),
+        "openai": ("POST", "/v1/chat/completions", chat),
+        "responses": ("POST", "/v1/responses", {"model": model_id, "input": "hi", "store": False}),
+        "anthropic": ("POST", "/v1/messages", {**chat, "max_tokens": 20}),
+    }
+    for front, (method, path, body) in calls.items():
+        assert user.call(method, path, body).status == 200, front
+    sign_in(page, setup, hash_="#keys")
+    row = page.locator("#keys-table tbody tr", has_text="console-revoked")
+    row.get_by_role("button", name="Revoke").click()
+    page.get_by_role("group", name=re.compile("Revoke key console-revoked")).get_by_role("button",
+                                                                                      name="Revoke").click()
+    wait_text(page, "#keys-status", "Revoked key console-revoked")
+    refused = {front: user.call(method, path, body) for front, (method, path, body) in calls.items()}
+    assert {front: reply.status for front, reply in refused.items()} == dict.fromkeys(calls, 401)
+    reason = "the API key is not valid"
+    assert refused["ml-commons"].body == {"error": {"root_cause": [{"type": "security_exception", "reason": reason}],
+                                                    "type": "security_exception", "reason": reason}, "status": 401}
+    for front in ("openai", "responses"):
+        assert refused[front].body == {"error": {"message": reason, "type": "authentication_error", "param": None,
+                                                 "code": "invalid_api_key"}}, front
+    assert refused["anthropic"].body == {"type": "error", "error": {"type": "authentication_error",
+                                                                    "message": reason}}
+    assert all("Bearer" in reply.headers["WWW-Authenticate"] for reply in refused.values())
+
+
 def test_usage_charts_and_csv_after_calls(page, setup: Setup, tmp_path: Path) -> None:
     model_id = setup.model("usage model", Scenario(chunks=4))
     user = client_with(setup.url, bearer(setup.user_key))
