@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from mlstream import model_fields
+from mlstream.models import fields as model_fields
 from mlstream.errors import BadRequest, BudgetExceeded, RateLimited
 from mlstream.fronts.mlcommons import errors as mlcommons_errors
 from mlstream.fronts.openai import errors as openai_errors
