@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .fronts import new_fronts
+from .paced import paced
 from .router import router_cost
 from .scenarios import (Env, added_latency, admission, backpressure, cancellation, churn, embedding_predict,
                         openai_front, provider_relay, relay_throughput, slow_streams)
@@ -24,4 +25,5 @@ SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "openai_front": openai_front,
     "new_fronts": new_fronts,
     "router": router_cost,
+    "paced": paced,
 }

@@ -892,11 +892,14 @@ def _cancel_once(env: Env, fake: FakeOpenAI, pair: Pair, side: str, after_events
 
 
 def admission(env: Env) -> dict[str, Any]:
-    """A small pool, filled with slow streams; then stream requests that must be refused at once.
+    """A small pool whose readers are held behind; then stream requests that must be refused at once.
 
-    Server: ``--stream-workers W --stream-backlog B``; W + B slow streams fill it
-    (W run, B wait for a worker). A probe client then sends requests one after
-    another on one keep-alive connection: each must get 429, and its latency is
+    Server: ``--stream-workers W --stream-backlog B``. Live streams hold no worker
+    while they wait for bytes, so the pool is filled the way it overloads: W slow
+    gzip-coded streams (a compressed body is read by a worker that waits on it for
+    its life) hold every worker, and B + 1 plain slow streams then have their next
+    slices waiting, more than the backlog. A probe client then sends requests one
+    after another on one keep-alive connection: each must get 429, and its latency is
     the refusal's. The same fill runs once without probes, as the baseline the
     accepted streams are compared with. Direct counterpart: the provider's own
     refusal (the fake answering 429 at once).
@@ -907,6 +910,7 @@ def admission(env: Env) -> dict[str, Any]:
     admin = Admin(server.address)
     try:
         fill_model = f"gpt-fake?chunks={cfg.admission_fill_chunks}&delay_ms={cfg.admission_fill_delay_ms}"
+        held = env.pair(fill_model + "&gzip=1", server=server, admin=admin)
         fill = env.pair(fill_model, server=server, admin=admin)
         probe = env.pair(fill_model, server=server, admin=admin)  # same answer: refused before any upstream call
         refuse = make_pair("gpt-fake?status=429", "-", env.fake.address, server.address, stream=True)
@@ -914,15 +918,15 @@ def admission(env: Env) -> dict[str, Any]:
         timeout = 3 * fill_seconds + 30
 
         def fill_users() -> list[User]:
-            return [User(fill.addresses["mlstream"], fill.requests["mlstream"], start=0.01 * i, track_gaps=True)
-                    for i in range(w + b)]
+            return [User(pair.addresses["mlstream"], pair.requests["mlstream"], start=0.01 * i, track_gaps=True)
+                    for i, pair in enumerate([held] * w + [fill] * (b + 1))]
 
         baseline = env.run(fill_users(), timeout=timeout, label="admission baseline")
         env.settle(admin)
         rejected0 = admin.metrics().get("mlstream_streams_rejected_total", 0)
-        # Probes spread over the time the pool is full: until the first W fill streams end
-        # (then the B waiting ones start and the backlog has room again).
-        probe_start = 0.01 * (w + b) + 0.3
+        # Probes spread over the time the pool is full: until the W held streams end
+        # (then the waiting slices run and the backlog has room again).
+        probe_start = 0.01 * (w + b + 1) + 0.3
         probe_end = 0.75 * fill_seconds
         think = max(0.0, 0.6 * (probe_end - probe_start) / cfg.admission_probes)
         users = fill_users() + [User(probe.addresses["mlstream"], probe.requests["mlstream"],
@@ -936,7 +940,7 @@ def admission(env: Env) -> dict[str, Any]:
         direct = env.run([User(refuse.addresses["direct"], refuse.requests["direct"], count=cfg.admission_probes)],
                          timeout=60, label="admission direct 429")
         probes = [r for r in loaded.responses if r.request is probe.requests["mlstream"]]
-        fills = [r for r in loaded.responses if r.request is fill.requests["mlstream"]]
+        fills = [r for r in loaded.responses if r.request in (fill.requests["mlstream"], held.requests["mlstream"])]
         refused = [r for r in probes if r.status == 429]
 
         def fill_summary(responses: list[Response]) -> dict[str, Any]:
@@ -956,7 +960,7 @@ def admission(env: Env) -> dict[str, Any]:
                        "refusal_ms": summarize([r.latency for r in direct.responses if r.status == 429], 1000)},
             "accepted_baseline": fill_summary(baseline.responses),
             "accepted_with_probes": fill_summary(fills),
-            "expected_content_events": (w + b) * cfg.admission_fill_chunks,
+            "expected_content_events": (w + b + 1) * cfg.admission_fill_chunks,
             "probe_interval_ms": round(think * 1000, 2),
             "note": "refusal latency: request sent -> whole 429 response received, one keep-alive connection, "
                     "probes spread over the time the pool is full; direct = the fake provider answering 429 "

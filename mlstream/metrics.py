@@ -140,7 +140,8 @@ class Metrics:
                     {model_id: replace(counts) for model_id, counts in self._predictions.items()})
 
     def streams(self) -> dict[str, int]:
-        """Streams running and waiting now, refused for capacity, and ended by outcome."""
+        """Streams live now, slices waiting for a worker, streams refused for capacity, and
+        streams ended by outcome."""
         with self._lock:
             ended = Counter[str]()
             for (_, outcome), count in self._streams.items():
@@ -168,17 +169,18 @@ class Metrics:
                 "# HELP mlstream_worker_processes Server processes answering (1, or the --workers up).",
                 "# TYPE mlstream_worker_processes gauge",
                 "mlstream_worker_processes 1",
-                "# HELP mlstream_stream_workers Provider readers the stream pools may run at once (--stream-workers "
+                "# HELP mlstream_stream_workers Reader slices the stream pools may run at once (--stream-workers "
                 "per process).",
                 "# TYPE mlstream_stream_workers gauge",
                 f"mlstream_stream_workers {self._pool.workers}",
-                "# HELP mlstream_streams_active Streams running on a pool worker.",
+                "# HELP mlstream_streams_active Live streams (admitted, not yet ended).",
                 "# TYPE mlstream_streams_active gauge",
                 f"mlstream_streams_active {self._pool.active}",
-                "# HELP mlstream_streams_queued Streams admitted and waiting for a worker.",
+                "# HELP mlstream_streams_queued Reader slices waiting for a worker.",
                 "# TYPE mlstream_streams_queued gauge",
                 f"mlstream_streams_queued {self._pool.queued}",
-                "# HELP mlstream_streams_rejected_total Streams refused with 429: pool and backlog full.",
+                "# HELP mlstream_streams_rejected_total Streams refused with 429: more reader slices waiting than "
+                "the backlog.",
                 "# TYPE mlstream_streams_rejected_total counter",
                 f"mlstream_streams_rejected_total {self._pool.rejected}",
                 "# HELP mlstream_streams_total Streams ended, by front (ml-commons, openai) and outcome.",

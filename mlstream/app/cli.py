@@ -226,6 +226,27 @@ def tune_process() -> None:
     # of concurrent streams fit (the default is 8 MiB of address space each); 512 KiB is
     # ample for our call depth and for json/sqlite.
     threading.stack_size(THREAD_STACK_BYTES)
+    # Every live stream holds two sockets (its client's and its provider's): the soft
+    # open-file limit (often 1024) would cap a server at a few hundred streams long
+    # before its memory or CPU does. The hard limit is what the operator allows.
+    raise_open_file_limit()
+
+
+def raise_open_file_limit() -> int:
+    """The soft open-file limit raised to the hard one (where the platform has them);
+    the soft limit now in force."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (OSError, ValueError):
+            log.warning("could not raise the open-file limit from %d to %d", soft, hard)
+    return soft
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -51,6 +51,7 @@ from ..store.open import is_postgres, open_store
 from .. import telemetry
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
+from ..streaming.watcher import Watcher, available as watching_available
 from ..upstream.client import UpstreamClient
 from ..fronts.console import add_console_routes
 from ..fronts.mlcommons.node import NodeIdentity
@@ -144,6 +145,7 @@ class App:
         self.reaper = ModelReaper(self.registry, lambda: int(self.cluster.value(SYNC_UP_INTERVAL))).start()
         self.cluster.on_update(SYNC_UP_INTERVAL, self.reaper.reschedule)
         self.pool = StreamPool(settings.stream_workers, settings.stream_backlog)
+        self.watcher = Watcher() if watching_available() else None
         self.upstream = UpstreamClient()
         self.metrics = Metrics(self.pool)
         # Several processes (workers, or instances on one database) share their buckets in
@@ -159,7 +161,7 @@ class App:
         self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
                                    RateLimiter(self.store if shared else None), self.accountant,
                                    Checks(self.stop_words.percolate, self.ask_guardrail_model),
-                                   resolve=self.registry.resolve, telemetry=self.telemetry)
+                                   resolve=self.registry.resolve, telemetry=self.telemetry, watcher=self.watcher)
         # Batch predict jobs at the providers, and the thread that polls them.
         self.batch = BatchJobs(self.registry, self.predictor, self.cluster)
         self.in_flight = InFlight()
@@ -206,8 +208,8 @@ class App:
             self.store.change_counter()
         except Exception:  # noqa: BLE001 - any store failure means not ready
             problems.append("the store cannot be read")
-        if self.pool.active >= self.pool.workers and self.pool.queued >= self.pool.backlog:
-            problems.append("the stream pool and its backlog are full")
+        if self.pool.queued > self.pool.backlog:
+            problems.append("the stream readers are a backlog behind")
         if self.draining.is_set():
             problems.append("shutting down")
         return problems
@@ -228,6 +230,8 @@ class App:
         self.batch.close()
         self.predictor.close()
         self.pool.shutdown()
+        if self.watcher is not None:
+            self.watcher.close()
         self.upstream.close()
         self.recorder.close()  # after the drain: every call answered is in the queue
         self.responses_kept.close()  # likewise every response kept

@@ -49,6 +49,7 @@ from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..providers.base import StreamDecoder
 from ..streaming.reader import start_stream
+from ..streaming.watcher import Watcher
 from ..telemetry.hooks import RequestTrace, Telemetry
 from ..usage.tokens import TokenCounts, answer_tokens
 from ..usage.records import UsageRecord, cost_of
@@ -222,10 +223,12 @@ class Predictor:
                  accountant: Accountant | None = None,
                  guardrail_checks: Checks | None = None,
                  resolve: Callable[[str], AnyModel] | None = None,
-                 router_health: RouterHealth | None = None, telemetry: Telemetry | None = None) -> None:
+                 router_health: RouterHealth | None = None, telemetry: Telemetry | None = None,
+                 watcher: Watcher | None = None) -> None:
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
+        self._watcher = watcher  # the readiness loop streams wait on (None: a worker waits on each)
         self._metrics = metrics
         self._server = server
         self._rate_limiter = rate_limiter or RateLimiter()
@@ -439,7 +442,7 @@ class Predictor:
         """Prepare relaying the model's answer: its channel, and the call that starts it.
         ``start()`` raises Overloaded when the pool is full."""
         channel = Channel(self._server.stream_queue_chunks)
-        return PendingStream(channel, partial(start_stream, self._pool, channel,
+        return PendingStream(channel, partial(start_stream, self._pool, self._watcher, channel,
                                               *self.stream_call(prepared, kind, channel),
                                               self._server.client_stall_timeout))
 
@@ -487,7 +490,7 @@ class Predictor:
         prepared, bound = attempts.first()
         channel = Channel(self._server.stream_queue_chunks)
         reroute = _Reroute(self, attempts, channel)
-        return PendingStream(channel, partial(start_stream, self._pool, channel,
+        return PendingStream(channel, partial(start_stream, self._pool, self._watcher, channel,
                                               *self.stream_call(prepared, bound.kind, channel),
                                               self._server.client_stall_timeout, reroute), attempts.release)
 

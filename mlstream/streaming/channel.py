@@ -65,6 +65,7 @@ class Channel:
         self._upstream: Any = None  # the urllib3 response being read, if any
         self._deferred: Callable[[], None] | None = None  # see defer_reader
         self._taken: threading.Event | None = None  # set by get() while hand_over waits
+        self._credit_waiter: Callable[[], None] | None = None  # see when_credit (swapped under _lock)
 
     @property
     def held(self) -> int:
@@ -126,6 +127,55 @@ class Channel:
             start = end
         return True
 
+    def put_now(self, items: list[StreamItem]) -> int:
+        """Queue as many of ``items`` (from the first) as have a credit free, never
+        waiting; how many went (0 when cancelled). For a reader on a pool worker, which
+        must not sleep: what did not fit waits for ``when_credit``."""
+        if self._cancelled.is_set():
+            return 0
+        count = len(items)
+        end = min(self._fresh, count)
+        self._fresh -= end
+        credits = self._credits
+        try:
+            while end < count:
+                if credits.get_nowait() is _WAKE:
+                    return 0
+                end += 1
+        except queue.Empty:
+            pass
+        if end:
+            self._items.put(items if end == count else items[:end])
+        return end
+
+    def when_credit(self, callback: Callable[[], None]) -> bool:
+        """Call ``callback`` once, when the writer next frees a credit or the channel is
+        cancelled; False (and it is not kept) if a credit is free already or the channel
+        is cancelled: then put again now."""
+        with self._lock:
+            if self._cancelled.is_set():
+                return False
+            self._credit_waiter = callback
+        if self._fresh or not self._credits.empty():  # freed while it was being kept
+            with self._lock:
+                kept, self._credit_waiter = self._credit_waiter, None
+            if kept is callback:
+                return False
+            # Taken already by the writer's get: it runs (or ran) the callback.
+        return True
+
+    def forget_credit_waiter(self) -> bool:
+        """Take back the ``when_credit`` callback; True if it was still kept."""
+        with self._lock:
+            kept, self._credit_waiter = self._credit_waiter, None
+        return kept is not None
+
+    def _credit_freed(self) -> None:
+        with self._lock:
+            waiter, self._credit_waiter = self._credit_waiter, None
+        if waiter is not None:
+            waiter()
+
     def hand_over(self, item: StreamItem, timeout: float | None, wait: float) -> bool:
         """``put`` the item, then wait (at most ``wait`` seconds) until the writer took it.
 
@@ -183,6 +233,8 @@ class Channel:
             self._credits.put(True)
             if self._taken is not None:
                 self._taken.set()
+            if self._credit_waiter is not None:
+                self._credit_freed()
             return batch.popleft()
         return Failure(self._error or MLStreamError("the stream was cancelled"))
 
@@ -200,6 +252,8 @@ class Channel:
                 return None
             batch.extend(items)
         self._credits.put(True)
+        if self._credit_waiter is not None:
+            self._credit_freed()
         return batch.popleft()
 
     @property
@@ -241,6 +295,7 @@ class Channel:
         if upstream is not None:
             _shutdown(upstream)  # outside the lock: it may block briefly on the socket
         self._start_deferred()
+        self._credit_freed()
 
 
 def _shutdown(response: Any) -> None:

@@ -1,24 +1,27 @@
 """The bounded pool of provider readers, with admission control.
 
-At most ``workers`` jobs run and at most ``backlog`` wait; one more is refused at
-once with ``Overloaded`` (429 + Retry-After) instead of queueing without limit.
-Waiting jobs are kept here, in arrival order, and handed to the executor only as a
-running one ends, so the executor never holds more jobs than it has threads.
+The pool bounds CPU, not the number of live streams. A stream is admitted (``admit``)
+and counted live until it ends (``end``); while it lives, its reading comes to the
+pool in slices (``run``): one bounded piece of reading and decoding what has arrived,
+after which the stream waits on the watcher (its socket) or its channel (its client),
+holding no thread. At most ``workers`` slices run at once; the others queue in
+arrival order.
 
-    active  = running: on a worker, or leased (its provider call being opened on the
-              calling thread, the rest then handed over to a worker)
-    queued  = admitted, waiting for a worker      (the two never overlap)
+    active   = live streams: admitted and not yet ended
+    queued   = slices waiting for a worker
+    running  = slices on a worker now
 
-A lease is taken only when a worker is free and nothing waits, so arrival order
-holds; it saves the hand-over to a worker on the way to the first token.
+Admission refuses a new stream with ``Overloaded`` (429 + Retry-After) at once while
+more than ``backlog`` slices wait for a worker: the readers are that far behind what
+has arrived, and one more stream would only slow every stream down. A stream whose
+body cannot be watched (see ``upstream.body``) is one slice that lasts its life.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..errors import Overloaded
@@ -33,77 +36,64 @@ class StreamPool:
         self.workers = workers
         self.backlog = backlog
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlstream-reader")
-        # Guards the counts, the waiting jobs and the closed flag: arithmetic, deque
-        # operations and notify only. The executor's submit (it may start a thread) and
-        # the jobs themselves run outside it; wait_until releases it while it waits.
+        # Guards the counts and the closed flag: arithmetic and notify only. The
+        # executor's submit (it may start a thread) and the slices run outside it;
+        # wait_until releases it while it waits.
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # notified on every count change
-        self._waiting: deque[_Job] = deque()
         self._closed = False
         self.active = 0
         self.queued = 0
+        self.running = 0
         self.rejected = 0
 
-    def submit(self, job: _Job) -> None:
-        """Run ``job`` on a worker, or raise Overloaded if workers and backlog are full."""
+    def admit(self) -> None:
+        """Count a new live stream, or raise Overloaded when the backlog is full (or the
+        pool shut down). Every admitted stream ends with ``end``."""
         with self._lock:
             if self._closed:
                 raise Overloaded("the server is shutting down")
-            if self.active + self.queued >= self.workers + self.backlog:
+            if self.queued > self.backlog:
                 self.rejected += 1
                 raise Overloaded(
-                    f"the stream pool is full ({self.workers} running, {self.backlog} waiting); "
-                    "try again later")
-            if self.active < self.workers:
-                self.active += 1
-                run_now = True
-            else:
-                self._waiting.append(job)
-                self.queued += 1
-                run_now = False
-            self._changed.notify_all()
-        if run_now:
-            self._start(job)
-
-    def lease(self) -> bool:
-        """Count one job as running now, on the caller's thread, if a worker is free
-        and none waits; False otherwise (then ``submit`` it). End with ``hand_over``
-        or ``end_lease``."""
-        with self._lock:
-            if self._closed or self.active + self.queued >= self.workers:
-                return False
+                    f"the stream readers are behind ({self.queued} slices waiting for {self.workers} "
+                    "workers); try again later")
             self.active += 1
             self._changed.notify_all()
-        return True
 
-    def hand_over(self, job: _Job) -> None:
-        """Run the rest of a leased job on a worker; it stays counted as running until
-        it ends. On shutdown the lease ends and Overloaded is raised."""
+    def end(self) -> None:
+        """An admitted stream is over."""
+        with self._lock:
+            self.active -= 1
+            self._changed.notify_all()
+
+    def run(self, job: _Job, dropped: Callable[[], None] | None = None) -> None:
+        """Queue one slice of an admitted stream for a worker. If the pool shuts down
+        before it runs, ``dropped`` runs instead (on the calling thread when already shut down)."""
         with self._lock:
             closed = self._closed
+            if not closed:
+                self.queued += 1
+                self._changed.notify_all()
         if closed:
-            self.end_lease()
-            raise Overloaded("the server is shutting down")
-        self._start(job)
-
-    def end_lease(self) -> None:
-        """A running job ended: the next waiting one takes its worker, else the count drops."""
-        with self._lock:
-            following = self._waiting.popleft() if self._waiting else None
-            if following is None:
-                self.active -= 1
-            else:
+            if dropped is not None:
+                dropped()
+            return
+        try:
+            future = self._executor.submit(self._run, job)
+        except RuntimeError:  # shut down meanwhile
+            with self._lock:
                 self.queued -= 1
-            self._changed.notify_all()
-        if following is not None:
-            try:
-                self._start(following)
-            except Overloaded:  # shut down meanwhile: the drain has cancelled its stream
-                log.debug("a waiting stream was dropped at shutdown")
+                self._changed.notify_all()
+            if dropped is not None:
+                dropped()
+            return
+        if dropped is not None:
+            future.add_done_callback(lambda done: self._dropped(done, dropped))
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until no job runs or waits; False if some still do at ``timeout``."""
-        return self.wait_until(lambda pool: pool.active + pool.queued == 0, timeout)
+        """Wait until no stream lives and no slice runs or waits; False at ``timeout``."""
+        return self.wait_until(lambda pool: pool.active + pool.queued + pool.running == 0, timeout)
 
     def wait_until(self, predicate: Callable[["StreamPool"], bool], timeout: float) -> bool:
         """Wait until ``predicate(pool)`` holds; False if it still does not at ``timeout``."""
@@ -111,32 +101,29 @@ class StreamPool:
             return self._changed.wait_for(lambda: predicate(self), timeout)
 
     def shutdown(self) -> None:
-        """Refuse new jobs and drop the waiting ones; running jobs finish on their own."""
+        """Refuse new streams and slices and drop the waiting slices; running ones finish."""
         with self._lock:
             self._closed = True
-            self.queued -= len(self._waiting)
-            self._waiting.clear()
             self._changed.notify_all()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def _start(self, job: _Job) -> None:
-        """Give a job counted as running to the executor (a thread is always free for it);
-        Overloaded (and the count released) if the executor was shut down meanwhile."""
-        try:
-            future = self._executor.submit(self._run, job)
-        except RuntimeError:
-            self.end_lease()
-            raise Overloaded("the server is shutting down") from None
-        future.add_done_callback(self._end_if_cancelled)
-
-    def _end_if_cancelled(self, future: Future) -> None:
+    def _dropped(self, future, dropped: Callable[[], None]) -> None:
         if future.cancelled():  # dropped by the executor's shutdown: never ran
-            self.end_lease()
+            with self._lock:
+                self.queued -= 1
+                self._changed.notify_all()
+            dropped()
 
     def _run(self, job: _Job) -> None:
+        with self._lock:
+            self.queued -= 1
+            self.running += 1
+            self._changed.notify_all()
         try:
             job()
         except Exception:  # a bug in a reader must not kill the worker thread
             log.exception("stream reader failed")
         finally:
-            self.end_lease()
+            with self._lock:
+                self.running -= 1
+                self._changed.notify_all()

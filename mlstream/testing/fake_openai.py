@@ -63,6 +63,9 @@ model-name form       header                   meaning (default)
                                                (id ``call_fake0001``, arguments
                                                :data:`TOOL_ARGUMENTS` streamed in three pieces),
                                                finish_reason ``tool_calls``
+``gzip=1``            X-Fake-Gzip              the stream's body gzip-coded
+                                               (``Content-Encoding: gzip``), every event
+                                               flushed as it is sent
 ====================  =======================  ===========================================
 
 What the content chunks are is :func:`fake_tokens`; ``"".join(fake_tokens(s))`` is
@@ -79,6 +82,7 @@ the GIL with it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import http
 import json
@@ -90,6 +94,7 @@ import sys
 import time
 import urllib.parse
 import uuid
+import zlib
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
@@ -154,6 +159,7 @@ class Scenario:
     error_after: int | None = None
     chunk_bytes: int | None = None
     tool: str | None = None
+    gzip: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -429,6 +435,33 @@ def _plan(encoded: _Encoded, scenario: Scenario) -> Plan:
                 complete=ending == "done")
 
 
+def _gzipped(prologue: bytes, plan: Plan) -> tuple[bytes, Plan]:
+    """A stream's prologue and plan with their payloads gzip-coded: each HTTP chunk's
+    data compressed and flushed (so each event arrives when it is sent), the gzip
+    trailer in the last planned chunk of a complete answer."""
+    coder = zlib.compressobj(wbits=31)
+
+    def recode(framed: bytes, final: bool = False) -> bytes:
+        data = coder.compress(_payloads(framed)) + coder.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
+        return http_chunk(data)
+
+    head = recode(prologue)
+    last = len(plan.chunks) - 1
+    chunks = tuple(recode(chunk, final=plan.complete and index == last) for index, chunk in enumerate(plan.chunks))
+    return head, dataclasses.replace(plan, chunks=chunks)
+
+
+def _payloads(framed: bytes) -> bytes:
+    """The data of HTTP chunks framed back to back (our own framing: no extensions)."""
+    parts, pos = [], 0
+    while pos < len(framed):
+        line_end = framed.index(b"\r\n", pos)
+        size = int(framed[pos:line_end], 16)
+        parts.append(framed[line_end + 2:line_end + 2 + size])
+        pos = line_end + 2 + size + 2
+    return b"".join(parts)
+
+
 def _count_words(value: Any) -> int:
     """A deterministic stand-in for a tokenizer: words in every string part."""
     if isinstance(value, str):
@@ -685,8 +718,13 @@ class _Handler(ScriptedHandler):
 
     def _stream(self, encoded: _Encoded, scenario: Scenario) -> None:
         self.fake.stats._add(streams_started=1)
-        self._write(_STREAM_HEADERS + self._connection_header() + b"\r\n" + encoded.prologue)
-        self.write_plan(_plan(encoded, scenario))
+        prologue, plan = encoded.prologue, _plan(encoded, scenario)
+        coding = b""
+        if scenario.gzip:
+            prologue, plan = _gzipped(prologue, plan)
+            coding = b"Content-Encoding: gzip\r\n"
+        self._write(_STREAM_HEADERS + coding + self._connection_header() + b"\r\n" + prologue)
+        self.write_plan(plan)
 
     # ---- plumbing
 

@@ -35,6 +35,7 @@ from urllib3.exceptions import (ConnectTimeoutError, HTTPError, NameResolutionEr
 
 from .. import __version__
 from .aws_credentials import AwsCredentials
+from .body import SocketBody, socket_body
 from ..models.connectors import ClientConfig, Connector, UpstreamRequest
 from ..settings.endpoints import is_private, private_host_message
 from ..errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamOverloaded, UpstreamTimeout
@@ -369,6 +370,13 @@ class ProviderCall:
                 raise translate_error(exc, url) from exc
 
         return read
+
+    def socket_body(self, response: urllib3.BaseHTTPResponse) -> SocketBody | None:
+        """The rest of the streamed body, read without blocking (``upstream.body``); None
+        when it cannot be (then ``bulk_body_reader``). From here on the body is read
+        only through it."""
+        url = self.url
+        return socket_body(response, lambda exc: translate_error(exc, url))
 
     def failure(self, exc: BaseException) -> MLStreamError:
         """Any exception met while relaying this call, as our error."""

@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = ("relay_throughput", "added_latency", "slow_streams", "backpressure", "cancellation", "admission",
-             "churn", "embedding_predict", "provider_relay", "openai_front", "new_fronts")
+             "churn", "embedding_predict", "provider_relay", "openai_front", "new_fronts", "paced")
 
 
 @pytest.mark.slow
@@ -56,6 +56,9 @@ def test_bench_quick_runs_every_scenario_and_writes_its_json(tmp_path: Path) -> 
     relayed = fronts["anthropic_relay"]["messages"]["mlstream"]
     assert relayed["streams_ok"] == relayed["streams_total"] > 0
     assert results["scenarios"]["backpressure"]["mlstream"]["resumed_whole"] is True
+    for level in results["scenarios"]["paced"]["levels"].values():  # default flags: none refused, none lost
+        assert level["mlstream"]["ok"] == level["mlstream"]["streams"] > 0
+        assert level["mlstream"]["server"]["rejected"] == 0
     assert results["scenarios"]["admission"]["mlstream"]["refused_429"] > 0
     embeddings = results["scenarios"]["embedding_predict"]
     for docs in ("1", "16", "256"):

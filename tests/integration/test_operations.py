@@ -419,16 +419,22 @@ def test_readyz_follows_the_pool(make_server, fake):
     reply = client.call("GET", "/readyz")
     assert reply.status == 200 and reply.body == {"status": "ready"}
 
+    # The readers a backlog behind: a gzip-coded stream holds the one worker for its life
+    # (a compressed body is read by a worker that waits on it), a plain one's slice waits.
+    held = client.model_for(openai_connector(fake, model=Scenario(chunks=50, delay_ms=200, gzip=1).to_model()))
     slow = client.model_for(openai_connector(fake, model=Scenario(chunks=50, delay_ms=200).to_model()))
-    sock, reader = open_stream(server, slow)
+    sock, reader = open_stream(server, held)
+    assert server.app.pool.wait_until(lambda pool: pool.running == 1, HANG_GUARD)
+    waiting, waiting_reader = open_stream(server, slow)
     try:
+        assert server.app.pool.wait_until(lambda pool: pool.queued == 1, HANG_GUARD)
         reply = client.call("GET", "/readyz")
         assert reply.status == 503, reply.body
         assert reply.body["status"] != "ready"
         assert client.call("GET", "/healthz").status == 200  # alive, just not ready
     finally:
-        reader.close()
-        sock.close()
+        for file in (reader, sock, waiting_reader, waiting):
+            file.close()
     assert server.app.pool.wait_idle(HANG_GUARD)
     reply = client.call("GET", "/readyz")
     assert reply.status == 200 and reply.body == {"status": "ready"}

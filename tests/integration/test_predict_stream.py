@@ -11,9 +11,9 @@ from mlstream.testing.fake_openai import DEFAULT_TEXT, Scenario, fake_tokens
 
 from ..support.clients import Client
 from ..support.connectors import openai_connector
-from ..support.streams import SEED_MESSAGES, open_stream, stream_body
+from ..support.streams import SEED_MESSAGES, open_stream, post_stream, stream_body
 from ..support.timeouts import HANG_GUARD
-from ..support.wire import raw_request
+from ..support.wire import raw_request, read_response
 
 
 def dataasmap(event: dict) -> dict:
@@ -253,25 +253,59 @@ def test_provider_error_event_mid_stream_is_passed_on(server, fake):
 
 # --- the pool: admission and release --------------------------------------------------------
 
-def test_full_pool_and_backlog_refuse_at_once_with_429(make_server, fake):
+def test_readers_a_backlog_behind_refuse_new_streams_at_once_with_429(make_server, fake):
+    # One worker, no backlog. A gzip-coded stream cannot be read without blocking, so
+    # a worker waits on it for its life (the path every compressed body takes): the one
+    # worker is busy, a plain stream's next slice waits for it, and a new stream is refused.
     server = make_server(stream_workers=1, stream_backlog=0)
     client = Client(server.url)
-    slow = client.model_for(openai_connector(fake, model=Scenario(chunks=50, delay_ms=200).to_model()))
-    sock, reader = open_stream(server, slow)
+    held = client.model_for(openai_connector(fake, model=Scenario(chunks=50, delay_ms=200, gzip=1).to_model()))
+    plain = client.model_for(openai_connector(fake, model=Scenario(chunks=50, delay_ms=20).to_model()))
+    held_sock, held_reader = open_stream(server, held)
+    assert server.app.pool.wait_until(lambda pool: pool.running == 1, HANG_GUARD)
+    waiting = post_stream(server.url, plain)
     try:
-        reply = client.call("POST", f"/_plugins/_ml/models/{slow}/_predict/stream", stream_body())
+        assert server.app.pool.wait_until(lambda pool: pool.queued == 1, HANG_GUARD)
+        reply = client.call("POST", f"/_plugins/_ml/models/{plain}/_predict/stream", stream_body())
         assert reply.status == 429
         assert int(reply.headers["Retry-After"]) >= 1
         assert reply.body["error"]["type"] == "rejected_execution_exception"
         assert "mlstream_streams_rejected_total 1" in client.call("GET", "/metrics").body
     finally:
-        reader.close()
-        sock.close()
-    # the worker comes back: a new stream is admitted again
+        held_reader.close()
+        held_sock.close()
+    # the worker comes back: the waiting stream goes on to its end, a new one is admitted
+    with waiting, waiting.makefile("rb") as reader:
+        response = read_response(reader)
+    assert response.status == 200 and response.complete
     assert server.app.pool.wait_idle(HANG_GUARD)
-    sock, reader = open_stream(server, slow)
+    sock, reader = open_stream(server, plain)
     reader.close()
     sock.close()
+
+
+def test_many_paced_streams_hold_no_worker_while_they_wait(make_server, fake):
+    # Two workers and 200 live streams, each pausing between chunks: between their
+    # bytes they wait on the watcher, so all are live at once and none waits to start.
+    count = 200
+    server = make_server(stream_workers=2)
+    client = Client(server.url)
+    scenario = Scenario(chunks=5, delay_ms=100)
+    model_id = client.model_for(openai_connector(fake, model=scenario.to_model()))
+    socks = [post_stream(server.url, model_id) for _ in range(count)]
+    try:
+        assert server.app.pool.wait_until(lambda pool: pool.active == count, HANG_GUARD)
+        assert server.app.pool.rejected == 0
+        expected = "".join(fake_tokens(scenario))
+        for sock in socks:
+            with sock.makefile("rb") as reader:
+                response = read_response(reader)
+                assert response.complete
+                assert "".join(dataasmap(event)["content"] for event in response.events()[:-1]) == expected
+    finally:
+        for sock in socks:
+            sock.close()
+    assert server.app.pool.wait_idle(HANG_GUARD)
 
 
 def test_client_disconnect_frees_the_worker_and_closes_the_upstream(make_server, fake):

@@ -250,27 +250,28 @@ def metric(client: Client, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
-def test_backlog_runs_in_arrival_order_and_overflow_is_refused(make_server, fake):
-    server = make_server(stream_workers=1, stream_backlog=2)
+def test_slices_wait_in_arrival_order_and_overflow_is_refused(make_server, fake):
+    # One worker, held by a gzip-coded stream (a compressed body is read by a worker
+    # that waits on it); two plain streams live meanwhile, their next slices waiting in
+    # arrival order. More than the backlog (1) waiting: a new stream is refused at once.
+    server = make_server(stream_workers=1, stream_backlog=1)
     client = Client(server.url)
+    held = client.model_for(openai_connector(fake, model=Scenario(chunks=50, delay_ms=200, gzip=1).to_model()))
     model_id = client.model_for(openai_connector(fake, model=Scenario(chunks=50, delay_ms=20).to_model()))
 
     def body(tag: str) -> dict:
         return {"parameters": {"messages": [{"role": "user", "content": tag}],
                                "_llm_interface": "openai/v1/chat/completions"}}
 
-    # Each request is sent only once the one before it is observably in the pool
-    # (running, then queued): two requests in flight at once reach the pool in
-    # whichever order their handler threads win, and that race is not FIFO's to lose.
-    first = post_stream(server.url, model_id, body("first"))
+    first = post_stream(server.url, held, body("held"))
     assert first.recv(1)
-    assert server.app.pool.active == 1
+    assert server.app.pool.wait_until(lambda pool: pool.running == 1, HANG_GUARD)
     second = post_stream(server.url, model_id, body("second"))
     assert server.app.pool.wait_until(lambda pool: pool.queued == 1, HANG_GUARD)
     third = post_stream(server.url, model_id, body("third"))
     with first, second, third:
         assert server.app.pool.wait_until(lambda pool: pool.queued == 2, HANG_GUARD)
-        assert (metric(client, "mlstream_streams_active"), metric(client, "mlstream_streams_queued")) == (1, 2)
+        assert (metric(client, "mlstream_streams_active"), metric(client, "mlstream_streams_queued")) == (3, 2)
         started = time.monotonic()
         refused = client.call("POST", f"/_plugins/_ml/models/{model_id}/_predict/stream", body("fourth"))
         assert refused.status == 429 and refused.headers["Retry-After"]
@@ -280,7 +281,7 @@ def test_backlog_runs_in_arrival_order_and_overflow_is_refused(make_server, fake
             with sock.makefile("rb") as reader:
                 assert read_response(reader).complete
     order = [r.body["messages"][0]["content"] for r in fake.stats.requests]
-    assert order == ["first", "second", "third"]
+    assert order == ["held", "second", "third"]
 
 
 # 7. many concurrent slow streams ----------------------------------------------------------------

@@ -578,3 +578,91 @@ def test_the_bound_is_capacity_items_with_fresh_credits_and_given_back_ones_alik
     assert [channel.get(0) for _ in range(3)] == [Delta(1), Delta(2), Delta(3)]
     assert channel.held == 0
     assert channel.put_many([Delta(5), Delta(6), Delta(7)], 0) and channel.held == 3
+
+
+# --- put_now and when_credit: a reader on a pool worker never waits for room ---------------
+
+
+def test_put_now_takes_what_has_room_and_never_waits():
+    channel = Channel(3)
+    items = [Delta(str(n)) for n in range(5)]
+    assert channel.put_now(items) == 3
+    assert channel.put_now(items[3:]) == 0  # full: nothing, at once
+    assert channel.get(0) == Delta("0")
+    assert channel.put_now(items[3:]) == 1
+    assert [channel.get(0) for _ in range(3)] == [Delta("1"), Delta("2"), Delta("3")]
+    channel.cancel()
+    assert channel.put_now(items) == 0
+
+
+def test_when_credit_calls_back_once_the_writer_takes_an_item():
+    channel = Channel(1)
+    assert channel.put_now([Delta("a")]) == 1
+    calls: list[int] = []
+    assert channel.when_credit(lambda: calls.append(1)) is True
+    assert calls == []
+    assert channel.get(0) == Delta("a")
+    assert calls == [1]
+    assert channel.put_now([Delta("b")]) == 1
+    assert channel.get(0) == Delta("b")
+    assert calls == [1]  # once: the callback is not kept after it ran
+
+
+def test_when_credit_with_room_already_free_is_refused_so_the_reader_puts_now():
+    channel = Channel(2)
+    calls: list[int] = []
+    assert channel.when_credit(lambda: calls.append(1)) is False
+    assert channel.get_nowait() is None and calls == []  # not kept
+
+
+def test_cancel_calls_the_waiting_reader_back_and_forget_takes_it_back():
+    channel = Channel(1)
+    channel.put_now([Delta("a")])
+    calls: list[int] = []
+    assert channel.when_credit(lambda: calls.append(1))
+    assert channel.forget_credit_waiter() is True
+    channel.cancel()
+    assert calls == []
+    other = Channel(1)
+    other.put_now([Delta("a")])
+    assert other.when_credit(lambda: calls.append(2))
+    other.cancel()
+    assert calls == [2]
+    assert other.when_credit(lambda: calls.append(3)) is False  # cancelled: put (and see it) now
+
+
+def test_stress_a_reader_that_waits_for_credits_is_called_back_exactly_once_each_time():
+    """Bounded stress: a writer takes items while the reader puts without waiting and,
+    when full, registers for a credit; every registration is answered exactly once (or
+    refused because room came back), and every item arrives in order."""
+    total = 3000
+    channel = Channel(2)
+    received: list[int] = []
+    woken = threading.Semaphore(0)
+    answered = [0]
+
+    def writer() -> None:
+        while len(received) < total:
+            item = channel.get(HANG_GUARD)
+            assert item is not None, "the reader stopped"
+            received.append(int(item.content))
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+
+    def woke() -> None:
+        answered[0] += 1
+        woken.release()
+
+    registered = 0
+    sent = 0
+    while sent < total:
+        taken = channel.put_now([Delta(str(n)) for n in range(sent, min(sent + 3, total))])
+        sent += taken
+        if taken == 0 and channel.when_credit(woke):
+            registered += 1
+            assert woken.acquire(timeout=HANG_GUARD)
+    thread.join(HANG_GUARD)
+    assert not thread.is_alive()
+    assert received == list(range(total))
+    assert answered[0] == registered

@@ -28,6 +28,7 @@ from mlstream.streaming.channel import Channel
 from mlstream.providers.events import Delta, Done, Failure, Started
 from mlstream.streaming.pool import StreamPool
 from mlstream.streaming.reader import read_stream, start_stream
+from mlstream.streaming.watcher import Watcher
 from mlstream.upstream.client import ProviderCall
 
 from ..support.responses import BLOCK, StubResponse
@@ -35,6 +36,14 @@ from ..support.threads import run_in_thread
 from ..support.timeouts import HANG_GUARD
 
 URL = "https://api.example.com/v1/chat/completions?api_key=sk-secret"
+# The readiness loop the streams of start_stream wait on (one for the module: a thread).
+WATCHER = Watcher()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_watcher():
+    yield
+    WATCHER.close()
 
 
 def openai_chunk(content: str) -> bytes:
@@ -328,33 +337,33 @@ def test_with_a_worker_free_the_call_is_opened_on_the_callers_thread_and_the_bod
     channel = Channel(8)
     threads: list[str] = []
     send = recording_send(threads)
-    start_stream(pool, channel, call_of(send), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    start_stream(pool, WATCHER, channel, call_of(send), OpenAIStreamDecoder(chat=True), HANG_GUARD)
     assert threads == [threading.current_thread().name]
     assert [channel.get(HANG_GUARD) for _ in range(3)] == [Started(200), Delta("hi"), Done(None, None)]
     assert pool.wait_idle(HANG_GUARD)
     pool.shutdown()
 
 
-def test_with_no_worker_free_the_whole_job_waits_in_the_pool():
+def test_with_every_worker_busy_the_call_is_still_opened_on_the_callers_thread():
     pool = StreamPool(1, 1)
     gate = threading.Event()
-    pool.submit(lambda: gate.wait(HANG_GUARD))       # the one worker is busy
+    pool.run(lambda: gate.wait(HANG_GUARD))       # the one worker is busy
     channel = Channel(8)
     threads: list[str] = []
     send = recording_send(threads)
-    start_stream(pool, channel, call_of(send), OpenAIStreamDecoder(chat=True), HANG_GUARD)
-    assert threads == [] and pool.queued == 1       # nothing sent yet: it waits its turn
-    gate.set()
-    assert [channel.get(HANG_GUARD) for _ in range(3)] == [Started(200), Delta("hi"), Done(None, None)]
-    assert threads and threads[0].startswith("mlstream-reader")
+    start_stream(pool, WATCHER, channel, call_of(send), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    assert threads == [threading.current_thread().name]  # no wait for a worker to send
+    assert channel.get(HANG_GUARD) == Started(200)
+    gate.set()  # the body is read by the worker, once it is free
+    assert [channel.get(HANG_GUARD) for _ in range(2)] == [Delta("hi"), Done(None, None)]
     assert pool.wait_idle(HANG_GUARD)
     pool.shutdown()
 
 
-def test_a_refused_call_opened_on_the_callers_thread_ends_its_lease():
+def test_a_refused_call_opened_on_the_callers_thread_ends_its_stream_in_the_pool():
     pool = StreamPool(1, 0)
     channel = Channel(8)
-    start_stream(pool, channel, call_of(lambda: StubResponse(status=500)), OpenAIStreamDecoder(chat=True),
+    start_stream(pool, WATCHER, channel, call_of(lambda: StubResponse(status=500)), OpenAIStreamDecoder(chat=True),
                  HANG_GUARD)
     item = channel.get(HANG_GUARD)
     assert isinstance(item, Failure) and item.error.http_status == 502
@@ -434,7 +443,7 @@ def test_what_arrived_with_the_head_is_read_on_the_callers_thread():
     pool = StreamPool(1, 0)
     channel = Channel(8)
     decoder = RecordingDecoder()
-    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    start_stream(pool, WATCHER, channel, call_of(lambda: response), decoder, HANG_GUARD)
     assert decoder.fed_on == [threading.current_thread().name]
     assert channel.get_nowait() == Started(200)      # already there: put by this thread
     assert channel.get_nowait() == Delta("first")
@@ -476,7 +485,7 @@ def test_first_bytes_that_follow_the_head_soon_are_read_on_the_callers_thread(mo
     pool = StreamPool(1, 0)
     channel = Channel(8)
     decoder = RecordingDecoder()
-    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    start_stream(pool, WATCHER, channel, call_of(lambda: response), decoder, HANG_GUARD)
     assert decoder.fed_on == [threading.current_thread().name]  # waited for and read by this thread
     assert channel.get_nowait() == Started(200)
     assert channel.get_nowait() == Delta("first")
@@ -500,7 +509,7 @@ def test_a_first_read_with_no_item_is_followed_by_more_reads_on_the_callers_thre
     pool = StreamPool(1, 0)
     channel = Channel(8)
     decoder = RecordingDecoder()
-    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    start_stream(pool, WATCHER, channel, call_of(lambda: response), decoder, HANG_GUARD)
     assert decoder.fed_on == [threading.current_thread().name] * 2
     assert channel.get_nowait() == Started(200)
     assert channel.get_nowait() == Delta("first")
@@ -515,7 +524,7 @@ def test_with_no_first_item_by_the_deadline_the_reading_is_handed_to_a_worker(mo
     pool = StreamPool(1, 0)
     channel = Channel(8)
     decoder = RecordingDecoder()
-    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    start_stream(pool, WATCHER, channel, call_of(lambda: response), decoder, HANG_GUARD)
     assert decoder.fed_on == [threading.current_thread().name]  # the role chunk, then the wait ran out
     assert channel.get_nowait() == Started(200)
     theirs.sendall(chunk_of(openai_chunk("first")))
@@ -531,7 +540,7 @@ def test_a_burst_larger_than_the_channel_read_on_the_callers_thread_never_waits_
     response, ours, theirs = response_over_a_socket_pair(HEAD + chunk_of(burst))  # one HTTP chunk, 5 events
     pool = StreamPool(1, 0)
     channel = Channel(2)  # Started and one token fit
-    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    start_stream(pool, WATCHER, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
     got = [channel.get(HANG_GUARD) for _ in range(6)]
     assert got == [Started(200)] + [Delta(f"t{i}") for i in range(5)]
     assert not channel.cancelled
@@ -542,7 +551,7 @@ def test_a_failure_read_on_the_callers_thread_with_no_room_is_put_by_the_worker(
     response, ours, theirs = response_over_a_socket_pair(HEAD + b"zz\r\n")  # a broken chunk size
     pool = StreamPool(1, 0)
     channel = Channel(1)  # Started fills it
-    start_stream(pool, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    start_stream(pool, WATCHER, channel, call_of(lambda: response), OpenAIStreamDecoder(chat=True), HANG_GUARD)
     assert channel.get(HANG_GUARD) == Started(200)
     item = channel.get(HANG_GUARD)
     assert isinstance(item, Failure) and isinstance(item.error, UpstreamError)
@@ -569,7 +578,7 @@ def test_the_worker_starts_only_when_the_writer_has_taken_what_was_read_for_it()
     channel = Channel(8)
     decoder = RecordingDecoder()
     before = reader_threads()                               # other tests' idle pools
-    start_stream(pool, channel, call_of(lambda: response), decoder, HANG_GUARD)
+    start_stream(pool, WATCHER, channel, call_of(lambda: response), decoder, HANG_GUARD)
     assert new_reader_threads(before) == [] and pool.active == 1  # leased, not handed over
     assert channel.get(HANG_GUARD) == Started(200)
     assert channel.get(HANG_GUARD) == Delta("first")
@@ -593,7 +602,7 @@ def test_a_stream_cancelled_before_the_writer_waited_is_closed_by_the_worker():
     call.finish = recording_finish  # type: ignore[method-assign]
     pool = StreamPool(1, 0)
     channel = Channel(8)
-    start_stream(pool, channel, call, OpenAIStreamDecoder(chat=True), HANG_GUARD)
+    start_stream(pool, WATCHER, channel, call, OpenAIStreamDecoder(chat=True), HANG_GUARD)
     assert pool.active == 1 and released == []
     channel.cancel()                                         # the client left before a wait
     assert pool.wait_idle(HANG_GUARD)                        # the lease ended
