@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from ..wire import templating
 from ..errors import BadRequest
 from ..processing import check_function_name
+from .tls import TlsMaterial, tls_material
 
 PROTOCOLS = ("http", "aws_sigv4")
 ACTION_TYPES = ("predict", "execute", "batch_predict", "batch_predict_status", "cancel_batch_predict")
@@ -75,9 +76,14 @@ class ClientConfig:
     retry_backoff_millis: int = 200
     retry_timeout_seconds: int = 30
     retry_backoff_policy: str = "constant"
+    # TLS to the provider (models/tls.py): ml-commons' defaults, and no keystore type
+    # unless one was given (it is not written back otherwise, as in ml-commons).
+    skip_ssl_verification: bool = False
+    mutual_tls_enabled: bool = False
+    keystore_type: str | None = None
 
     def to_doc(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {name: getattr(self, name) for name in self.__slots__ if getattr(self, name) is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +120,8 @@ class Connector:
     description: str | None = None
     version: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # TLS beyond the defaults, from client_config and the credential (None: the defaults).
+    tls: TlsMaterial | None = None
 
     def aws_setting(self, key: str) -> str:
         """``region`` or ``service_name``: the parameters', else the credential's
@@ -189,10 +197,13 @@ def parse_connector(doc: Any, *, where: str = "connector") -> Connector:
     extra = {key: doc[key] for key in doc if key in _CONNECTOR_FIELDS - {
         "name", "description", "version", "protocol", "parameters", "credential",
         "actions", "client_config", DRY_RUN}}
+    client_config = parse_client_config(doc.get("client_config"))
+    tls = tls_material(client_config.skip_ssl_verification, client_config.mutual_tls_enabled,
+                       client_config.keystore_type, credential)
     return Connector(
         name=name, protocol=protocol, actions=actions, parameters=parameters,
-        credential=credential, client_config=parse_client_config(doc.get("client_config")),
-        description=description, version=version, extra=extra)
+        credential=credential, client_config=client_config,
+        description=description, version=version, extra=extra, tls=tls)
 
 
 def parse_client_config(raw: Any) -> ClientConfig:
@@ -205,6 +216,16 @@ def parse_client_config(raw: Any) -> ClientConfig:
     for key, value in raw.items():
         if key not in ClientConfig.__slots__:
             raise BadRequest(f"unknown field [client_config.{key}]")
+        if key in ("skip_ssl_verification", "mutual_tls_enabled"):
+            if not isinstance(value, bool):
+                raise BadRequest(f"[client_config.{key}] must be true or false")
+            values[key] = value
+            continue
+        if key == "keystore_type":
+            if value is not None and not isinstance(value, str):
+                raise BadRequest("[client_config.keystore_type] must be PEM or PKCS12")
+            values[key] = value
+            continue
         if key == "retry_backoff_policy":
             if not isinstance(value, str) or value.lower() not in BACKOFF_POLICIES:
                 raise BadRequest(f"[client_config.retry_backoff_policy] must be one of {', '.join(BACKOFF_POLICIES)}")

@@ -89,6 +89,7 @@ import json
 import logging
 import re
 import secrets
+import ssl
 import string
 import sys
 import time
@@ -769,9 +770,9 @@ class FakeOpenAI(FakeServer):
     stats: FakeStats
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
-                 api_key: str = DEFAULT_API_KEY) -> None:
+                 api_key: str = DEFAULT_API_KEY, tls: ssl.SSLContext | None = None) -> None:
         self.api_key = api_key
-        super().__init__(host=host, port=port, stats=FakeStats())
+        super().__init__(host=host, port=port, stats=FakeStats(), tls=tls)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,7 @@ import select
 import signal
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 import time
@@ -313,7 +314,7 @@ class FakeServer:
 
     handler: ClassVar[type[FakeHandler]]
 
-    def __init__(self, *, host: str, port: int, stats: CounterStats) -> None:
+    def __init__(self, *, host: str, port: int, stats: CounterStats, tls: ssl.SSLContext | None = None) -> None:
         self.stats = stats
         self._stopping = threading.Event()
         self._lock = threading.Lock()   # guards _thread and _stopped; nothing blocks under it
@@ -322,10 +323,14 @@ class FakeServer:
         self._server = _ThreadingServer((_loopback_host(host, type(self).__name__), port), self)
         self.host: str = self._server.server_name
         self.port: int = self._server.server_port
+        self.scheme = "http"
+        if tls is not None:  # HTTPS: every accepted connection does its handshake first
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+            self.scheme = "https"
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def start(self) -> Self:
         name = type(self).__name__

@@ -13,14 +13,18 @@ decision, made only before anything was relayed.
 from __future__ import annotations
 
 import errno
+import functools
 import http.client
 import ipaddress
 import json
 import logging
 import math
+import os
 import socket
 import ssl
+import tempfile
 import threading
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
@@ -37,6 +41,7 @@ from .. import __version__
 from .aws_credentials import AwsCredentials
 from .body import SocketBody, socket_body
 from ..models.connectors import ClientConfig, Connector, UpstreamRequest
+from ..models.tls import TlsMaterial
 from ..settings.endpoints import is_private, private_host_message
 from ..errors import EndpointRefused, MLStreamError, UpstreamError, UpstreamOverloaded, UpstreamTimeout
 from ..providers.common import MAX_RESPONSE_BYTES
@@ -53,6 +58,10 @@ from ..telemetry.hooks import CallTrace
 # connector's max_connection opens extra connections, and urllib3 warns for each one
 # it then discards, which is intended.)
 logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+log = logging.getLogger(__name__)
+# A connector with skip_ssl_verification is warned of once, when its pool is made
+# (_tls_options), not on every request as urllib3 would.
+warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 # The most of an error body we read to find the provider's message.
 MAX_ERROR_BODY_BYTES = 64 * 1024
@@ -172,7 +181,8 @@ MAX_POOLS = 64
 # Parsed provider URLs remembered (a connector's URL repeats on every call).
 MAX_TARGETS = 4096
 
-_PoolKey = tuple[str, str, int, int, bool]  # scheme, host, port, max_connection, allow_private
+_PoolKey = tuple[str, str, int, int, bool, "TlsMaterial | None"]  # scheme, host, port, max_connection,
+#                                                              allow_private, TLS beyond the defaults
 _POOL_CLASSES: dict[tuple[str, bool], type[HTTPConnectionPool]] = {
     ("http", False): GuardedHTTPConnectionPool, ("https", False): GuardedHTTPSConnectionPool,
     ("http", True): HTTPConnectionPool, ("https", True): HTTPSConnectionPool,
@@ -199,10 +209,11 @@ class UpstreamClient:
         self.aws_credentials = AwsCredentials()  # for aws_sigv4 connectors
 
     def send(self, request: UpstreamRequest, config: ClientConfig, *,
-             allow_private: bool = False) -> urllib3.BaseHTTPResponse:
-        """Send ``request``; the response body is left unread (read it, then release)."""
+             allow_private: bool = False, tls: TlsMaterial | None = None) -> urllib3.BaseHTTPResponse:
+        """Send ``request``; the response body is left unread (read it, then release).
+        ``tls``: the connector's TLS beyond the defaults (a pool of its own)."""
         try:
-            pool, path = self._route(request.url, config.max_connection, allow_private)
+            pool, path = self._route(request.url, config.max_connection, allow_private, tls)
             return _exchange_on(pool, request, path, config)
         except Exception as exc:
             raise translate_error(exc, request.url) from exc
@@ -233,7 +244,8 @@ class UpstreamClient:
         for pool in pools:
             pool.close()
 
-    def _route(self, url: str, max_connection: int, allow_private: bool) -> tuple[HTTPConnectionPool, str]:
+    def _route(self, url: str, max_connection: int, allow_private: bool,
+               tls: TlsMaterial | None = None) -> tuple[HTTPConnectionPool, str]:
         """The pool for ``url``'s origin and the request target (path and query) to send it."""
         target = self._targets.get(url)
         if target is None:
@@ -244,7 +256,7 @@ class UpstreamClient:
                                     kind="connection")
             target = (scheme, parsed.host, parsed.port or (443 if scheme == "https" else 80), parsed.request_uri)
         scheme, host, port, path = target
-        key = (scheme, host, port, max_connection, allow_private)
+        key = (scheme, host, port, max_connection, allow_private, tls if scheme == "https" else None)
         evicted: list[HTTPConnectionPool] = []
         with self._lock:
             if len(self._targets) >= MAX_TARGETS:
@@ -255,7 +267,7 @@ class UpstreamClient:
                 # block=False: a burst past max_connection opens extra connections
                 # rather than waiting; they are closed instead of pooled afterwards.
                 pool = self._pools[key] = _POOL_CLASSES[(scheme, allow_private)](
-                    host, port, maxsize=max_connection, block=False)
+                    host, port, maxsize=max_connection, block=False, **_tls_options(key[5], host))
                 while len(self._pools) > MAX_POOLS:
                     evicted.append(self._pools.popitem(last=False)[1])
             else:
@@ -263,6 +275,37 @@ class UpstreamClient:
         for old in evicted:  # a connection still lent out is closed when it comes back
             old.close()
         return pool, path
+
+
+def _tls_options(tls: TlsMaterial | None, host: str) -> dict[str, Any]:
+    """The HTTPS pool's options for a connector's TLS (none for the defaults)."""
+    if tls is None:
+        return {}
+    if not tls.verify:
+        log.warning("TLS certificate verification is off for the provider at %s (skip_ssl_verification)", host)
+        return {"ssl_context": _tls_context(tls), "cert_reqs": "CERT_NONE", "assert_hostname": False}
+    return {"ssl_context": _tls_context(tls), "cert_reqs": "CERT_REQUIRED"}
+
+
+@functools.lru_cache(maxsize=64)
+def _tls_context(tls: TlsMaterial) -> ssl.SSLContext:
+    """One context per distinct TLS material: its trust, and its client certificate."""
+    context = ssl.create_default_context(cadata=tls.ca_pem) if tls.ca_pem else ssl.create_default_context()
+    if not tls.verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if tls.cert_pem and tls.key_pem:
+        # The ssl module loads a certificate chain only from files: a private directory,
+        # removed as soon as the context holds them.
+        with tempfile.TemporaryDirectory(prefix="mlstream-tls-") as directory:
+            os.chmod(directory, 0o700)
+            cert_path, key_path = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+            for path, text in ((cert_path, tls.cert_pem), (key_path, tls.key_pem)):
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(descriptor, "w", encoding="ascii") as file:
+                    file.write(text)
+            context.load_cert_chain(cert_path, key_path)
+    return context
 
 
 class ProviderCall:
@@ -404,7 +447,8 @@ class ProviderCall:
             credentials = self._client.aws_credentials.for_connector(self._connector)
             self._signing_secrets = tuple(value for value in (credentials.secret_key, credentials.token) if value)
             request = sign_request(request, self._connector, credentials)
-        return self._client.send(request, self._connector.client_config, allow_private=self._allow_private)
+        return self._client.send(request, self._connector.client_config, allow_private=self._allow_private,
+                                 tls=self._connector.tls)
 
 
 def _both(first: Callable[[int], None], then: Callable[[int], None]) -> Callable[[int], None]:

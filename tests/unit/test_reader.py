@@ -75,7 +75,7 @@ class StubClient:
         self._send = send
         self._error_body = error_body
 
-    def send(self, request, config, *, allow_private=False):
+    def send(self, request, config, *, allow_private=False, tls=None):
         return self._send()
 
     def read_body(self, response, url):
