@@ -34,8 +34,8 @@ translated where they enter our code, keeping the original as ``__cause__``.
      +-- UnsupportedMediaType           415 media_type_header_exception
      +-- ExpectationFailed              417 illegal_argument_exception (an Expect we cannot meet)
      +-- Overloaded                     429 rejected_execution_exception (+ Retry-After)
-     +-- BudgetExceeded                 429 budget_exceeded (+ Retry-After: the budget period's end)
-     +-- RateLimited                    429 rate_limited (+ Retry-After: a key's rpm or tpm window)
+     +-- BudgetExceeded                 429 budget_exceeded (+ Retry-After: the budget period's end; its scope)
+     +-- RateLimited                    429 rate_limited (+ Retry-After: an rpm or tpm window; its scope)
      +-- HeadersTooLarge                431 too_long_http_header_exception
      |    +-- TrailersTooLarge          431 (a chunked body's trailer section)
      +-- NotImplementedCoding           501 illegal_argument_exception (a transfer coding we lack)
@@ -201,18 +201,30 @@ class BudgetExceeded(MLStreamError):
     http_status = 429
     error_type = "budget_exceeded"
 
-    def __init__(self, reason: str, *, retry_after_seconds: int) -> None:
+    def __init__(self, reason: str, *, retry_after_seconds: int, scope: str = "key") -> None:
         super().__init__(reason, headers={"Retry-After": str(max(1, retry_after_seconds))})
+        self.scope = scope  # "key" or "tenant": whose budget
+
+    def to_body(self) -> dict:
+        body = super().to_body()
+        body["error"]["scope"] = self.scope
+        return body
 
 
 class RateLimited(MLStreamError):
-    """An API key is past its ``rpm`` or ``tpm`` (sliding 60 s windows)."""
+    """An API key or its tenant is past its ``rpm`` or ``tpm`` (sliding 60 s windows)."""
 
     http_status = 429
     error_type = "rate_limited"
 
-    def __init__(self, reason: str, *, retry_after_seconds: int = 1) -> None:
+    def __init__(self, reason: str, *, retry_after_seconds: int = 1, scope: str = "key") -> None:
         super().__init__(reason, headers={"Retry-After": str(max(1, retry_after_seconds))})
+        self.scope = scope
+
+    def to_body(self) -> dict:
+        body = super().to_body()
+        body["error"]["scope"] = self.scope
+        return body
 
 
 class HeadersTooLarge(MLStreamError):

@@ -5,7 +5,10 @@ SHA-256 (a slow password hash buys nothing for a key with that much entropy, and
 would cost every request). A request presents its key as ``Authorization: Bearer
 <key>`` or as the password of HTTP Basic auth (``curl -u name:KEY``).
 
-Roles: ``admin`` may do everything; ``user`` may predict, stream, and read models.
+Roles: ``admin`` may do everything; ``tenant_admin`` manages the keys, usage and model
+groups of its own tenant (``tenants``); ``user`` may predict, stream, and read models.
+What a key may reach beyond its role (its tenant's models, model-group access, what it
+owns) is ``policy``'s to decide; the authenticator answers who the caller is.
 Keys created or revoked by ``mlstream keys`` in another process take effect at the
 server's next request: the store's change counter tells it to reload.
 
@@ -37,11 +40,14 @@ from typing import Any, Mapping
 
 from ..errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from ..store.sqlite import Record, Store
-from ..usage.records import NO_KEY, KeyLimits, parse_key_limits
+from ..usage.records import DEFAULT_TENANT, NO_KEY, KeyLimits, parse_key_limits
+from .tenants import DEFAULT, Tenant, parse_models, tenant_of
 
 log = logging.getLogger(__name__)
 
-ROLES = ("admin", "user")
+ROLES = ("admin", "tenant_admin", "user")
+# What each role may call: a route's role names the least it needs.
+_RANK = {"user": 0, "tenant_admin": 1, "admin": 2}
 KEY_PREFIX = "mls_"
 # The 401's challenge. Basic is offered so that clients which send credentials only once
 # challenged (Python's HTTPBasicAuthHandler, Apache HttpClient under the OpenSearch Java
@@ -62,14 +68,38 @@ class ApiKey:
     created_time: int
     # Budget, tpm and rpm (``budgets`` enforces them); none by default.
     limits: KeyLimits = field(default=KeyLimits())
+    tenant: str = DEFAULT_TENANT
+    # ml-commons' backend roles of the caller (model groups in restricted access mode).
+    backend_roles: tuple[str, ...] = ()
+    # The models it may call, within its tenant's (None: all of the tenant's).
+    models: tuple[str, ...] | None = None
 
     def to_body(self) -> dict[str, Any]:
         """The key as the key routes show it: never its secret (only the hash is stored)."""
-        return {"key_id": self.key_id, "name": self.name, "role": self.role,
+        return {"key_id": self.key_id, "name": self.name, "role": self.role, "tenant": self.tenant,
+                "backend_roles": list(self.backend_roles),
+                "models": None if self.models is None else list(self.models),
                 "created_time": self.created_time, **self.limits.to_doc()}
 
 
-_KEY_FIELDS = frozenset({"name", "role", "budget", "budget_period", "tpm", "rpm"})
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who makes a request: its key and that key's tenant (as loaded with the key)."""
+
+    key: ApiKey
+    tenant: Tenant
+
+    @property
+    def role(self) -> str:
+        return self.key.role
+
+    @property
+    def is_admin(self) -> bool:
+        return self.key.role == "admin"
+
+
+_KEY_FIELDS = frozenset({"name", "role", "budget", "budget_period", "tpm", "rpm", "tenant", "backend_roles",
+                         "models"})
 
 
 def hash_key(secret: str) -> str:
@@ -82,27 +112,36 @@ class KeyStore:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def create(self, role: str, name: str | None = None, limits: KeyLimits = KeyLimits()) -> tuple[ApiKey, str]:
-        """A new key; its name must be free (the key routes find keys by name)."""
+    def create(self, role: str, name: str | None = None, limits: KeyLimits = KeyLimits(), *,
+               tenant: str = DEFAULT_TENANT, backend_roles: tuple[str, ...] = (),
+               models: tuple[str, ...] | None = None) -> tuple[ApiKey, str]:
+        """A new key; its name must be free (the key routes find keys by name), its tenant must exist."""
         if role not in ROLES:
             raise BadRequest(f"role must be one of {', '.join(ROLES)}")
         key_id = secrets.token_hex(4)
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
         key = ApiKey(key_id, _checked_name(name) if name is not None else f"key-{key_id}", role,
-                     int(time.time() * 1000), limits)
+                     int(time.time() * 1000), limits, tenant, backend_roles, models)
         with self._store.transaction():
+            self._check_tenant(tenant)
             if self._named(key.name):
                 raise Conflict(f"a key named [{key.name}] already exists")
             self._store.put("apikey", Record(key_id, _doc(key), hash_key(secret)))
         return key, secret
 
     def create_from_body(self, body: Any) -> tuple[ApiKey, str]:
-        """``POST /_plugins/_mlstream/keys``: {name, role (default user), budget, budget_period, tpm, rpm}."""
+        """``POST /_plugins/_mlstream/keys``: {name, role (default user), tenant (default: default),
+        backend_roles, models, budget, budget_period, tpm, rpm}."""
         _check_fields(body)
-        return self.create(body.get("role", "user"), body.get("name"), parse_key_limits(body))
+        return self.create(body.get("role", "user"), body.get("name"), parse_key_limits(body),
+                           tenant=_tenant_name(body.get("tenant", DEFAULT_TENANT)),
+                           backend_roles=_backend_roles(body.get("backend_roles")),
+                           models=parse_models(body.get("models")))
 
-    def list(self) -> list[ApiKey]:
-        return [_key(record) for record in self._store.scan("apikey")]
+    def list(self, tenant: str | None = None) -> list[ApiKey]:
+        """Every key, or those of ``tenant``."""
+        keys = [_key(record) for record in self._store.scan("apikey")]
+        return keys if tenant is None else [k for k in keys if k.tenant == tenant]
 
     def get(self, name: str) -> ApiKey:
         """The key named ``name`` (or with that id: keys made before names were unique)."""
@@ -122,8 +161,14 @@ class KeyStore:
             new_name = _checked_name(changes["name"]) if "name" in changes else current.name
             if new_name != current.name and self._named(new_name):
                 raise Conflict(f"a key named [{new_name}] already exists")
+            tenant = _tenant_name(changes["tenant"]) if "tenant" in changes else current.tenant
+            if tenant != current.tenant:
+                self._check_tenant(tenant)
             key = ApiKey(current.key_id, new_name, role, current.created_time,
-                         parse_key_limits(changes, current.limits))
+                         parse_key_limits(changes, current.limits), tenant,
+                         _backend_roles(changes["backend_roles"]) if "backend_roles" in changes
+                         else current.backend_roles,
+                         parse_models(changes["models"]) if "models" in changes else current.models)
             self._store.put("apikey", Record(record.id, _doc(key), record.secret))
         return key
 
@@ -136,6 +181,10 @@ class KeyStore:
 
     def revoke(self, key_id: str) -> bool:
         return self._store.delete("apikey", key_id)
+
+    def _check_tenant(self, tenant: str) -> None:
+        if tenant != DEFAULT_TENANT and self._store.get("tenant", tenant) is None:
+            raise BadRequest(f"no tenant named [{tenant}]: create it first (POST /_plugins/_mlstream/tenants)")
 
     def _named(self, name: str) -> list[Record]:
         return [r for r in self._store.scan("apikey") if r.doc.get("name") == name]
@@ -155,7 +204,7 @@ class Authenticator:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._lock = threading.Lock()  # guards the fields below; nothing blocking (store, log) runs under it
-        self._by_hash: dict[str, ApiKey] = {}
+        self._by_hash: dict[str, Caller] = {}
         self._seen_counter: int | None = None
         self._had_keys = False        # a key existed at some point of this run
         self._refuse_empty = False    # refuse_without_keys() was called
@@ -170,8 +219,8 @@ class Authenticator:
         return bool(self._keys()[0])
 
     def authenticate(self, authorization: str | None, required_role: str, *,
-                     api_key: str | None = None, from_script: bool = False) -> ApiKey | None:
-        """The caller's key, checked for ``required_role``; None while the server is open.
+                     api_key: str | None = None, from_script: bool = False) -> Caller | None:
+        """The caller (its key and tenant), checked for ``required_role``; None while the server is open.
 
         ``api_key``: an ``x-api-key`` header (Anthropic's clients send the key there), used
         when there is no ``Authorization``.
@@ -195,15 +244,17 @@ class Authenticator:
                                "'Authorization: Bearer <key>', as 'x-api-key' or as the Basic auth password",
                                headers=challenge)
         # A dict lookup by the SHA-256 of a 256-bit secret: its timing reveals nothing usable.
-        key = keys.get(hash_key(secret))
-        if key is None:
+        caller = keys.get(hash_key(secret))
+        if caller is None:
             raise Unauthorized("the API key is not valid", headers=challenge)
-        if required_role == "admin" and key.role != "admin":
+        key = caller.key
+        if _RANK.get(key.role, 0) < _RANK.get(required_role, 0):
+            needs = "admin" if required_role == "admin" else "admin or tenant_admin"
             raise Forbidden(f"API key [{key.key_id}] with role [{key.role}] may not do this; "
-                            "it needs role [admin]")
-        return key
+                            f"it needs role [{needs}]")
+        return caller
 
-    def _keys(self) -> tuple[dict[str, ApiKey], bool]:
+    def _keys(self) -> tuple[dict[str, Caller], bool]:
         """(keys by hash, whether an empty key set means closed), reloaded if the store changed.
 
         The store is read outside the lock; the lock only swaps the result in. Two
@@ -215,7 +266,13 @@ class Authenticator:
         with self._lock:
             if counter == self._seen_counter:
                 return self._by_hash, self._had_keys or self._refuse_empty
-        by_hash = {record.secret: _key(record) for record in self._store.scan("apikey") if record.secret}
+        tenants = {record.id: record for record in self._store.scan("tenant")}
+        by_hash = {}
+        for record in self._store.scan("apikey"):
+            key = _key(record)
+            tenant = _loaded_tenant(key.tenant, tenants)
+            if record.secret and tenant is not None:  # a key of a deleted tenant is no key
+                by_hash[record.secret] = Caller(key, tenant)
         with self._lock:
             previous, had_keys = self._seen_counter, self._had_keys
             self._had_keys = had_keys or bool(by_hash)  # even from a scan dropped as stale
@@ -259,12 +316,38 @@ def _presented_secret(authorization: str | None) -> str | None:
 
 
 def _key(record: Record) -> ApiKey:
-    return ApiKey(record.id, record.doc.get("name", ""), record.doc.get("role", "user"),
-                  record.doc.get("created_time", 0), KeyLimits.from_doc(record.doc))
+    doc = record.doc
+    models = doc.get("models")
+    return ApiKey(record.id, doc.get("name", ""), doc.get("role", "user"), doc.get("created_time", 0),
+                  KeyLimits.from_doc(doc), doc.get("tenant", DEFAULT_TENANT), tuple(doc.get("backend_roles") or ()),
+                  None if models is None else tuple(models))
+
+
+def _loaded_tenant(name: str, records: Mapping[str, Record]) -> Tenant | None:
+    record = records.get(name)
+    if record is not None:
+        return tenant_of(record)
+    return DEFAULT if name == DEFAULT_TENANT else None
 
 
 def _doc(key: ApiKey) -> dict[str, Any]:
-    return {"name": key.name, "role": key.role, "created_time": key.created_time, **key.limits.to_doc()}
+    return {"name": key.name, "role": key.role, "created_time": key.created_time, "tenant": key.tenant,
+            "backend_roles": list(key.backend_roles), "models": None if key.models is None else list(key.models),
+            **key.limits.to_doc()}
+
+
+def _tenant_name(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest("[tenant] must be a tenant's name")
+    return value.strip()
+
+
+def _backend_roles(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(r, str) and r.strip() for r in value):
+        raise BadRequest("[backend_roles] must be a list of non-empty strings")
+    return tuple(dict.fromkeys(r.strip() for r in value))
 
 
 def _checked_name(name: Any) -> str:

@@ -20,6 +20,7 @@ from ..logs import configure_logging
 from ..settings.server import ServerSettings
 
 log = logging.getLogger("mlstream")
+ROLES = ("admin", "tenant_admin", "user")  # access.keys.ROLES (imported lazily there)
 
 THREAD_STACK_BYTES = 512 * 1024
 
@@ -43,16 +44,34 @@ def build_parser() -> argparse.ArgumentParser:
     keys = commands.add_parser("keys", help="manage API keys")
     key_commands = keys.add_subparsers(dest="keys_command", metavar="KEYS_COMMAND", required=True)
     create = key_commands.add_parser("create", help="create a key; it is shown once, as the last line")
-    create.add_argument("--role", choices=("admin", "user"), required=True)
+    create.add_argument("--role", choices=ROLES, required=True)
     create.add_argument("--name", default=None)
+    _add_access_flags(create)
     _add_limit_flags(create)
-    update = key_commands.add_parser("update", help="change a key's role or limits (only the flags given)")
+    update = key_commands.add_parser("update", help="change a key's role, tenant, access or limits (only the "
+                                                    "flags given)")
     update.add_argument("name", help="the key's name (or id)")
-    update.add_argument("--role", choices=("admin", "user"), default=None)
+    update.add_argument("--role", choices=ROLES, default=None)
+    _add_access_flags(update)
     _add_limit_flags(update, removable=True)
-    key_commands.add_parser("list", help="list keys (never the keys themselves)")
+    listing = key_commands.add_parser("list", help="list keys (never the keys themselves)")
+    listing.add_argument("--tenant", default=None, help="only this tenant's keys")
     revoke = key_commands.add_parser("revoke", help="revoke a key by its id")
     revoke.add_argument("key_id")
+
+    tenants = commands.add_parser("tenants", help="manage tenants (the teams keys belong to)")
+    tenant_commands = tenants.add_subparsers(dest="tenants_command", metavar="TENANTS_COMMAND", required=True)
+    for name, text in (("create", "create a tenant"), ("update", "change a tenant (only the flags given)")):
+        sub = tenant_commands.add_parser(name, help=text)
+        sub.add_argument("name")
+        sub.add_argument("--models", default=None, help="comma list of the model ids or names its keys may call "
+                                                        "(default: every model; '' for none)")
+        if name == "update":
+            sub.add_argument("--all-models", action="store_true", help="allow every model again")
+        _add_limit_flags(sub, removable=name == "update")
+    tenant_commands.add_parser("list", help="list tenants")
+    tenant_delete = tenant_commands.add_parser("delete", help="delete a tenant and revoke its keys")
+    tenant_delete.add_argument("name")
     usage = commands.add_parser("usage", help="print usage and spend from the records, as a table")
     usage.add_argument("--group-by", default="key,model",
                        help="a comma list of key, model, interface, outcome, day, hour (default key,model)")
@@ -60,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--to", default=None, help="ISO-8601 or epoch ms (default: now)")
     usage.add_argument("--key", default=None, help="one key's name")
     usage.add_argument("--model", default=None, help="one model id")
-    for sub in (*key_commands.choices.values(), usage):
+    for sub in (*key_commands.choices.values(), *tenant_commands.choices.values(), usage):
         sub.add_argument("--data-dir", type=Path, default=None,
                          help="the server's data directory (default: $MLSTREAM_DATA_DIR or ~/.mlstream)")
         sub.add_argument("--store", default=None, metavar="URL",
@@ -79,6 +98,27 @@ def _add_limit_flags(parser: argparse.ArgumentParser, removable: bool = False) -
     if removable:
         for name in ("budget", "tpm", "rpm"):
             parser.add_argument(f"--no-{name}", action="store_true", help=f"remove the key's {name}")
+
+
+def _add_access_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tenant", default=None, help="the key's tenant (default: default)")
+    parser.add_argument("--backend-roles", default=None, help="comma list of ml-commons backend roles")
+    parser.add_argument("--models", default=None, help="comma list narrowing the tenant's models for this key")
+
+
+def _csv(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _access_changes(args: argparse.Namespace) -> dict:
+    changes: dict = {}
+    if args.tenant is not None:
+        changes["tenant"] = args.tenant
+    if args.backend_roles is not None:
+        changes["backend_roles"] = _csv(args.backend_roles)
+    if args.models is not None:
+        changes["models"] = _csv(args.models)
+    return changes
 
 
 def _limit_changes(args: argparse.Namespace) -> dict:
@@ -138,26 +178,27 @@ def serve(settings: ServerSettings, argv: Sequence[str] = ()) -> int:
 def keys(args: argparse.Namespace) -> int:
     from ..access.keys import KeyStore
 
-    from ..usage.records import parse_key_limits
-
     store = _open_store(args)
     try:
         key_store = KeyStore(store)
         out = sys.stdout
         if args.keys_command == "create":
-            key, secret = key_store.create(args.role, args.name, parse_key_limits(_limit_changes(args)))
-            out.write(f"created key {key.key_id} ({key.name}, role {key.role}{_limits_text(key.limits)}); "
-                      "it is shown only once, below:\n")
+            body = {"role": args.role, **({"name": args.name} if args.name else {}), **_access_changes(args),
+                    **_limit_changes(args)}
+            key, secret = key_store.create_from_body(body)
+            out.write(f"created key {key.key_id} ({key.name}, role {key.role}, tenant {key.tenant}"
+                      f"{_limits_text(key.limits)}); it is shown only once, below:\n")
             out.write(secret + "\n")
         elif args.keys_command == "update":
-            changes = _limit_changes(args) | ({"role": args.role} if args.role else {})
+            changes = _limit_changes(args) | _access_changes(args) | ({"role": args.role} if args.role else {})
             key = key_store.update(args.name, changes)
-            out.write(f"updated key {key.key_id} ({key.name}, role {key.role}{_limits_text(key.limits)})\n")
+            out.write(f"updated key {key.key_id} ({key.name}, role {key.role}, tenant {key.tenant}"
+                      f"{_limits_text(key.limits)})\n")
         elif args.keys_command == "list":
-            out.write(f"{'ID':<10} {'ROLE':<6} {'NAME':<20} LIMITS\n")
-            for key in key_store.list():
-                out.write(f"{key.key_id:<10} {key.role:<6} {key.name:<20} {_limits_text(key.limits).lstrip(', ')}"
-                          .rstrip() + "\n")
+            out.write(f"{'ID':<10} {'ROLE':<12} {'NAME':<20} {'TENANT':<16} LIMITS\n")
+            for key in key_store.list(args.tenant):
+                out.write(f"{key.key_id:<10} {key.role:<12} {key.name:<20} {key.tenant:<16} "
+                          f"{_limits_text(key.limits).lstrip(', ')}".rstrip() + "\n")
         elif not key_store.revoke(args.key_id):
             raise MLStreamError(f"no key with id {args.key_id}")
         else:
@@ -165,6 +206,41 @@ def keys(args: argparse.Namespace) -> int:
         return 0
     finally:
         store.close()
+
+
+def tenants(args: argparse.Namespace) -> int:
+    """``mlstream tenants``: the tenant routes' changes, made in the store directly."""
+    from ..access.tenants import TenantStore
+
+    store = _open_store(args)
+    try:
+        tenant_store, out = TenantStore(store), sys.stdout
+        command = args.tenants_command
+        if command in ("create", "update"):
+            body = _limit_changes(args)
+            if args.models is not None:
+                body["models"] = _csv(args.models)
+            if getattr(args, "all_models", False):
+                body["models"] = None
+            tenant = (tenant_store.create({"name": args.name, **body}) if command == "create"
+                      else tenant_store.update(args.name, body))
+            out.write(f"{command}d tenant {tenant.name} (models {_models_text(tenant.models)}"
+                      f"{_limits_text(tenant.limits)})\n")
+        elif command == "list":
+            out.write(f"{'NAME':<16} {'MODELS':<30} LIMITS\n")
+            for tenant in tenant_store.list():
+                out.write(f"{tenant.name:<16} {_models_text(tenant.models):<30} "
+                          f"{_limits_text(tenant.limits).lstrip(', ')}".rstrip() + "\n")
+        else:
+            tenant, revoked = tenant_store.delete(args.name)
+            out.write(f"deleted tenant {tenant.name} and revoked its {revoked} keys\n")
+        return 0
+    finally:
+        store.close()
+
+
+def _models_text(models: tuple[str, ...] | None) -> str:
+    return "all" if models is None else (",".join(models) or "none")
 
 
 def _open_store(args: argparse.Namespace):
@@ -268,6 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(getattr(args, "log_level", "WARNING"), "text")
         if args.command == "keys":
             return keys(args)
+        if args.command == "tenants":
+            return tenants(args)
         if args.command == "usage":
             return usage(args)
         from .demo import run_demo

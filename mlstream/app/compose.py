@@ -31,6 +31,7 @@ from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 
 from ..store.cluster import ClusterSettings, cluster_uuid
+from ..access.tenants import TenantStore
 from ..access.keys import Authenticator, KeyStore
 from ..inference.batch import BatchJobs
 from ..access.budgets import Accountant
@@ -172,7 +173,7 @@ class App:
                                    batch=self.batch)
         add_openai_routes(self.router, self.registry, self.predictor)
         add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
-                         self.controllers)
+                         self.controllers, TenantStore(self.store))
         add_anthropic_routes(self.router, self.registry, self.predictor)
         self.responses_kept = ResponseKeeper(self.store, shared=shared)  # the Responses front's, off its streams
         add_responses_routes(self.router, self.registry, self.predictor, self.responses_kept,

@@ -35,10 +35,11 @@ import re
 import threading
 from typing import Any, Mapping
 
+from ..access.policy import Owner
 from ..store.cluster import ClusterSettings
 from ..models.connectors import Action, Connector, action_url_with_connector_parameters
 from ..errors import BadRequest, MLStreamError, NotFound, Overloaded, UpstreamError
-from .predict import Predictor
+from .predict import CallMeter, Predictor
 from ..models.registry import NODE_ID, Registry, ResolvedModel, now_ms
 from ..settings.server import ML
 
@@ -191,8 +192,9 @@ class BatchJobs:
 
     # --- requests
 
-    def submit(self, model: ResolvedModel, body: Any, request_id: str = "") -> dict[str, Any]:
-        """``_batch_predict``: the job started at the provider, its task stored."""
+    def submit(self, model: ResolvedModel, body: Any, request_id: str = "", owner: Owner = Owner(),
+               meter: CallMeter | None = None) -> dict[str, Any]:
+        """``_batch_predict``: the job started at the provider, its task stored with its owner."""
         self._check_enabled()
         parameters, dlq = parse_batch_input(body)
         active = sum(1 for _, doc in self._batch_tasks() if doc.get("state") in ACTIVE_STATES)
@@ -200,7 +202,7 @@ class BatchJobs:
             raise Overloaded("Exceeded maximum limit for BATCH_PREDICTION tasks. To increase the limit, update "
                              "the plugins.ml_commons.max_batch_inference_tasks setting.", retry_after_seconds=60)
         answer = self._predictor.call_action(model, model.connector.action("batch_predict"), parameters,
-                                             request_id=request_id, rate_limited=True)
+                                             request_id=request_id, rate_limited=True, meter=meter)
         data = answer.output[0].get("dataAsMap") if answer.output else None
         if not isinstance(data, dict) or not 200 <= answer.status < 300:
             raise NotFound("Unable to create batch transform job")
@@ -209,7 +211,7 @@ class BatchJobs:
         task_id = self._registry.create_task({
             "model_id": model.model_id, "task_type": BATCH_PREDICTION, "function_name": "REMOTE",
             "state": "RUNNING", "input_type": "REMOTE", "worker_node": [NODE_ID], "create_time": stamp,
-            "last_update_time": stamp, "is_async": False, "remote_job": remote_job})
+            "last_update_time": stamp, "is_async": False, "remote_job": remote_job, **owner.to_doc()})
         self._ensure_started()
         return {"task_id": task_id, "status": "CREATED", "remote_job": remote_job}
 

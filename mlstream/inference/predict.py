@@ -33,7 +33,7 @@ from .. import processing
 from ..models import interfaces
 from ..store.cluster import ClusterSettings
 from ..models.connectors import Action, Connector, UpstreamRequest, merge_parameters, render_request
-from ..access.keys import ApiKey
+from ..access.keys import Caller
 from ..access.budgets import Accountant, Admission
 from ..errors import BadRequest, Forbidden, MLStreamError, NotFound, ShuttingDown, UpstreamError
 from ..guard.guardrails import Checks, Guardrails, check_input, check_output
@@ -41,7 +41,7 @@ from ..wire.jsonpath import PathNotFound, compile_path
 from ..metrics import Metrics
 from ..providers import Dialect, StreamKind, dialect_for, known_dialect
 from ..usage.limits import RateLimiter
-from ..models.registry import AnyModel, ResolvedModel, RouterModel
+from ..models.registry import AnyModel, ResolvedModel, RouterModel, may_use
 from ..models.routing import RouterHealth, Routing, candidates, retry_class
 from ..settings.server import ServerSettings
 from ..speedups import loads_json
@@ -51,7 +51,7 @@ from ..providers.base import StreamDecoder
 from ..streaming.reader import start_stream
 from ..streaming.watcher import Watcher
 from ..telemetry.hooks import RequestTrace, Telemetry
-from ..usage.tokens import TokenCounts, answer_tokens
+from ..usage.tokens import DEFAULT_OUTPUT_ESTIMATE, TokenCounts, answer_tokens, output_cap
 from ..usage.records import UsageRecord, cost_of
 from ..upstream.client import ProviderCall, UpstreamClient
 
@@ -108,7 +108,7 @@ class CallMeter:
     no key exists), then what ``prepare`` admitted and what the answer used. The transport
     makes one per request and records it as the request ends (``usage_of``)."""
 
-    key: ApiKey | None = None
+    caller: Caller | None = None
     request_id: str = ""                # sent to the provider as X-Request-Id, and recorded
     admission: Admission | None = None  # set once a provider call was let through
     model: ResolvedModel | None = None
@@ -283,12 +283,15 @@ class Predictor:
                 check_input(model.guardrails, (call.request.body or b"").decode("utf-8", "replace"),
                             asked, self._guardrail_checks)
         if self._accountant is not None:
+            request_bytes = sum(len(call.request.body or b"") for call in calls)
+            estimate = _estimated_cost(model, calls, request_bytes) if meter.caller is not None else 0.0
             if meter.admission is None:
-                meter.admission = self._accountant.admit(meter.key, model.model_id)
-            elif meter.admission.model_id != model.model_id:  # a router's target: recorded as itself
-                meter.admission = replace(meter.admission, model_id=model.model_id)
+                meter.admission = self._accountant.admit(meter.caller, model.model_id, estimate)
+            else:  # a router's target: recorded as itself, its cost reserved once known
+                meter.admission = self._accountant.reserve(replace(meter.admission, model_id=model.model_id),
+                                                           meter.caller, estimate)
             meter.model, meter.interface = model, dialect.name if dialect is not None else "-"
-            meter.request_bytes = sum(len(call.request.body or b"") for call in calls)
+            meter.request_bytes = request_bytes
         return Prepared(model, dialect, tuple(calls), stream, meter)
 
     @staticmethod
@@ -415,7 +418,8 @@ class Predictor:
         return response.status, payload
 
     def call_action(self, model: ResolvedModel, action: Action, parameters: Mapping[str, Any], *,
-                    request_id: str = "", rate_limited: bool = False) -> ActionAnswer:
+                    request_id: str = "", rate_limited: bool = False,
+                    meter: CallMeter | None = None) -> ActionAnswer:
         """Call ``action`` (one of the connector's, or one made for it: a batch job's status
         or cancel call) with ``parameters`` over the connector's: rendered, its endpoint
         checked, sent, its answer through the action's post-process function. The
@@ -429,6 +433,11 @@ class Predictor:
         policy.check_literal_host(policy.check_url(request.url))
         if rate_limited:
             self._rate_limiter.acquire(model.model_id, model.rate_limit)
+        if meter is not None and self._accountant is not None:
+            # A client's own call (a batch job's submission): its key's limits apply, and it is
+            # recorded with no tokens (the job's own are the provider's to bill).
+            meter.admission = self._accountant.admit(meter.caller, model.model_id)
+            meter.model, meter.interface, meter.tokens = model, action.action_type, TokenCounts()
         try:
             status, payload = self._exchange(connector, request)
         except UpstreamError as error:
@@ -513,7 +522,7 @@ class Predictor:
             raise BadRequest(f"model [{router.model_id}] is a router: routing is not served here")
         self._rate_limiter.acquire(router.model_id, router.rate_limit)
         if self._accountant is not None:
-            meter.admission = self._accountant.admit(meter.key, router.model_id)
+            meter.admission = self._accountant.admit(meter.caller, router.model_id)
         meter.router = router.model_id
         return _Attempts(self, router, bind, meter, stream, self._resolve)
 
@@ -594,6 +603,13 @@ class _Attempts:
             self._meter.target = target
             try:
                 model = self._resolve(target)
+                if not may_use(self._meter.caller, model):
+                    # Every target is checked against the caller: one it may not use is
+                    # skipped, and the call ends with an earlier target's own failure.
+                    self._tried.append(f"{target}: not available to this API key")
+                    self._metrics.routing_attempt(owner, target, "unavailable")
+                    error = error or NotFound(f"model [{target}] is not available to this API key")
+                    continue
                 if not isinstance(model, ResolvedModel):
                     raise BadRequest(f"model [{target}] nests routers too deep")
                 bound = self._bind(model)
@@ -662,6 +678,22 @@ class _Reroute:
 
     def opened(self) -> None:
         self._attempts.succeeded()
+
+
+def _estimated_cost(model: ResolvedModel, calls: list[UpstreamCall], request_bytes: int) -> float:
+    """What a call will cost at most, as far as its request tells (its budget reservation):
+    its request's bytes as input tokens, its output cap (else DEFAULT_OUTPUT_ESTIMATE) as
+    output, per upstream request. 0 for a model without pricing."""
+    if model.pricing is None:
+        return 0.0
+    output = 0
+    for call in calls:
+        try:
+            body = loads_json(call.request.body) if call.request.body else None
+        except ValueError:
+            body = None
+        output += output_cap(body) or DEFAULT_OUTPUT_ESTIMATE
+    return cost_of(model.pricing, -(-request_bytes // ESTIMATED_BYTES_PER_TOKEN), output) or 0.0
 
 
 def _pre_processed(connector: Connector, chunk: processing.Dataset | None,

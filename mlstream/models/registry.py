@@ -17,6 +17,9 @@ from typing import Any, Callable, Mapping
 from .connectors import (DRY_RUN, DRY_RUN_CONNECTOR_ID, Connector, action_url_with_connector_parameters,
                          parse_connector)
 from ..access.credentials import CredentialCodec
+from ..access.keys import Caller
+from ..access.policy import GroupAccess, group_access, is_owner, may_manage_group, may_reach_group, may_use_model
+from .groups import NO_GROUP_PRIVILEGE, NO_MODEL_PRIVILEGE, access_fields, group_name, ownership
 from ..settings.endpoints import EndpointPolicy
 from ..errors import BadRequest, Conflict, Forbidden, IndexNotFound, NotFound
 from ..guard.guardrails import Guardrails, parse as parse_guardrails
@@ -35,7 +38,6 @@ log = logging.getLogger(__name__)
 NODE_ID = "mlstream"
 REGISTERED = "REGISTERED"
 DEPLOYED = "DEPLOYED"
-ACCESS_MODES = ("public", "private", "restricted")
 _MODEL_GROUP_FIELDS = frozenset({"name", "description", "access_mode", "backend_roles", "add_all_backend_roles",
                                  "model_group_id"})
 _MODEL_FIELDS = frozenset({
@@ -79,6 +81,7 @@ class ResolvedModel:
     ttl_minutes: int = -1  # deploy_setting.model_ttl_minutes: its calls are noted only when >= 0
     pricing: Pricing | None = None  # None: the model's calls have cost null
     guardrails: Guardrails | None = None  # checked by the predictor (``guardrails``)
+    group: GroupAccess | None = None  # its model group's access fields (``access.policy``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +95,16 @@ class RouterModel:
     rate_limit: RateLimit | None = None
     enabled: bool = True
     ttl_minutes: int = -1
+    group: GroupAccess | None = None
 
 
 AnyModel = ResolvedModel | RouterModel
+
+
+
+def may_use(caller: Caller | None, model: AnyModel) -> bool:
+    """``policy.may_use_model`` for a resolved model."""
+    return may_use_model(caller, model.model_id, model.name, model.group)
 
 
 class Registry:
@@ -170,7 +180,7 @@ class Registry:
 
     # --- models ----------------------------------------------------------------
 
-    def register_model(self, body: Any, *, deploy: bool) -> dict[str, Any]:
+    def register_model(self, body: Any, *, deploy: bool, caller: Caller | None = None) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
         unknown = sorted(set(body) - _MODEL_FIELDS - set(EXTENSION_FIELDS))
@@ -195,7 +205,7 @@ class Registry:
             raise BadRequest("a router model ([routing]) has no [connector_id] or [connector]: its targets do")
         if not router and has_id == has_inline:
             raise BadRequest("exactly one of [connector_id] or [connector] is required")
-        access = _access_fields(body) if group is None else None
+        access = access_fields(body, caller) if group is None else None
         stamp = self._clock()
         doc: dict[str, Any] = {
             **fields, "name": name, "algorithm": "REMOTE", "description": description,
@@ -206,7 +216,7 @@ class Registry:
             doc["last_deployed_time"] = stamp
         secret = None
         with self._store.transaction():
-            group_id, version = self._next_version(group, name, description, access)
+            group_id, version = self._next_version(group, name, description, access, caller)
             doc["model_group_id"], doc["model_version"] = group_id, str(version)
             model_id = new_id()
             if router:
@@ -306,7 +316,7 @@ class Registry:
         return self._checked_connector(merged)
 
     def _next_version(self, group_id: str | None, model_name: str, description: str | None,
-                      access: dict[str, Any] | None) -> tuple[str, int]:
+                      access: dict[str, Any] | None, caller: Caller | None) -> tuple[str, int]:
         """The model group a new model joins and its version there (inside the caller's
         transaction). As ml-commons: without ``model_group_id`` the model joins the group
         named after it, created on the spot if there is none."""
@@ -317,7 +327,7 @@ class Registry:
             if record is None:
                 stamp = now_ms()
                 group_doc = {"name": model_name, "latest_version": 0, **(access or {"access": "public"}),
-                             "created_time": stamp, "last_updated_time": stamp}
+                             **ownership(caller), "created_time": stamp, "last_updated_time": stamp}
                 if description is not None:
                     group_doc["description"] = description
                 record = Record(new_id(), group_doc)
@@ -328,13 +338,13 @@ class Registry:
 
     # --- model groups ------------------------------------------------------------
 
-    def register_model_group(self, body: Any) -> dict[str, Any]:
+    def register_model_group(self, body: Any, caller: Caller | None = None) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
         unknown = sorted(set(body) - _MODEL_GROUP_FIELDS)
         if unknown:
             raise BadRequest(f"unknown field [{', '.join(unknown)}] in the model group")
-        name = _group_name(body.get("name"))
+        name = group_name(body.get("name"))
         description = body.get("description")
         if description is not None and not isinstance(description, str):
             raise BadRequest("[description] must be a string")
@@ -342,8 +352,8 @@ class Registry:
         if wanted_id is not None and (not isinstance(wanted_id, str) or not wanted_id.strip()):
             raise BadRequest("[model_group_id] must be a non-empty string")
         stamp = now_ms()
-        doc: dict[str, Any] = {"name": name, "latest_version": 0, **_access_fields(body),
-                               "created_time": stamp, "last_updated_time": stamp}
+        doc: dict[str, Any] = {"name": name, "latest_version": 0, **access_fields(body, caller),
+                               **ownership(caller), "created_time": stamp, "last_updated_time": stamp}
         if description is not None:
             doc["description"] = description
         with self._store.transaction():
@@ -354,10 +364,13 @@ class Registry:
             self._store.put("model_group", Record(group_id, doc))
         return {"model_group_id": group_id, "status": "CREATED"}
 
-    def get_model_group(self, group_id: str) -> dict[str, Any]:
-        return self._model_group_record(group_id, empty="Failed to find model group index").doc
+    def get_model_group(self, group_id: str, caller: Caller | None = None) -> dict[str, Any]:
+        record = self._model_group_record(group_id, empty="Failed to find model group index")
+        if not may_reach_group(caller, group_access(record.id, record.doc)):
+            raise Forbidden(NO_GROUP_PRIVILEGE)
+        return record.doc
 
-    def update_model_group(self, group_id: str, changes: Any) -> dict[str, Any]:
+    def update_model_group(self, group_id: str, changes: Any, caller: Caller | None = None) -> dict[str, Any]:
         if not isinstance(changes, dict) or not changes:
             raise BadRequest("the update must be a non-empty JSON object")
         unknown = sorted(set(changes) - (_MODEL_GROUP_FIELDS - {"model_group_id"}))
@@ -365,9 +378,15 @@ class Registry:
             raise BadRequest(f"unknown field [{', '.join(unknown)}] in the model group update")
         with self._store.transaction():
             record = self._model_group_record(group_id, empty="Failed to find model group")
+            access = group_access(record.id, record.doc)
+            if not may_manage_group(caller, access):
+                raise Forbidden("You don't have permission to update this model group.")
+            access_change = any(key in changes for key in ("access_mode", "backend_roles", "add_all_backend_roles"))
+            if access_change and caller is not None and not caller.is_admin and not is_owner(caller, access):
+                raise Forbidden("Only owner or admin can update access control data.")
             doc = dict(record.doc)
             if changes.get("name") is not None:
-                name = _group_name(changes["name"])
+                name = group_name(changes["name"])
                 if name != doc.get("name"):
                     self._check_group_name_free(name)
                     doc["name"] = name
@@ -377,22 +396,25 @@ class Registry:
                     raise BadRequest("[description] must be a string")
                 if description.strip():
                     doc["description"] = description
-            if any(key in changes for key in ("access_mode", "backend_roles", "add_all_backend_roles")):
+            if access_change:
                 current = {"access_mode": doc.get("access", "public"), "backend_roles": doc.get("backend_roles")}
-                if str(changes.get("access_mode", "restricted")).lower() != "restricted":
+                if (str(changes.get("access_mode", "restricted")).lower() != "restricted"
+                        or changes.get("add_all_backend_roles") is True or "backend_roles" in changes):
                     current["backend_roles"] = None  # as ml-commons: leaving restricted drops the roles
                 doc = {k: v for k, v in doc.items() if k not in ("access", "backend_roles")}
-                doc.update(_access_fields({**current, **changes}))
+                doc.update(access_fields({**current, **changes}, caller))
             doc["last_updated_time"] = now_ms()
             self._store.put("model_group", Record(group_id, doc))
         return {"status": "Updated"}
 
-    def delete_model_group(self, group_id: str) -> None:
+    def delete_model_group(self, group_id: str, caller: Caller | None = None) -> None:
         """With no group at all, DeleteModelGroupTransportAction's words. For an unknown id
         ml-commons passes on OpenSearch's delete answer (``"result": "not_found"``, status
         404), which is no error body: the contract wants one, worded as its get's."""
         with self._store.transaction():
-            self._model_group_record(group_id, empty="Failed to find model group")
+            record = self._model_group_record(group_id, empty="Failed to find model group")
+            if not may_manage_group(caller, group_access(record.id, record.doc)):
+                raise Forbidden("User doesn't have privilege to delete this model group")
             if any(m.doc.get("model_group_id") == group_id for m in self._store.scan("model")):
                 raise Conflict("Cannot delete the model group when it has associated model versions")
             self._store.delete("model_group", group_id)
@@ -410,10 +432,30 @@ class Registry:
         if taken is not None:
             raise BadRequest(f"The name you provided is already being used by a model group with ID: {taken.id}.")
 
-    def get_model(self, model_id: str) -> dict[str, Any]:
+    def get_model(self, model_id: str, caller: Caller | None = None) -> dict[str, Any]:
         # GetModelTransportAction
-        return self._model_record(model_id, f"Failed to find model with the provided model id: {model_id}",
-                                  "Fail to find model").doc
+        record = self._model_record(model_id, f"Failed to find model with the provided model id: {model_id}",
+                                    "Fail to find model")
+        if not self._may_use_doc(caller, record.id, record.doc, self._groups()):
+            raise Forbidden(NO_MODEL_PRIVILEGE)
+        return record.doc
+
+    def _groups(self) -> dict[str, GroupAccess]:
+        """Every model group's access fields, by id (for listings: one scan)."""
+        return {g.id: group_access(g.id, g.doc) for g in self._store.scan("model_group")}
+
+    @staticmethod
+    def _may_use_doc(caller: Caller | None, model_id: str, doc: Mapping[str, Any],
+                     groups: Mapping[str, GroupAccess]) -> bool:
+        return may_use_model(caller, model_id, doc.get("name"), groups.get(doc.get("model_group_id", "")))
+
+    def usable_models(self, caller: Caller | None, docs: list[tuple[str, dict[str, Any]]]
+                      ) -> list[tuple[str, dict[str, Any]]]:
+        """The (id, doc) pairs of ``docs`` the caller may use: what every listing shows."""
+        if caller is None or caller.is_admin:
+            return docs
+        groups = self._groups()
+        return [(model_id, doc) for model_id, doc in docs if self._may_use_doc(caller, model_id, doc, groups)]
 
     def deploy_model(self, model_id: str) -> dict[str, Any]:
         with self._store.transaction():
@@ -488,18 +530,20 @@ class Registry:
                                      f"Model ID: {model_id}")
                 record = self._set_state(record, DEPLOYED)
             connector = self._model_connector(record) if "routing" not in record.doc else None
+            group_record = self._store.get("model_group", record.doc.get("model_group_id") or "")
+            group = None if group_record is None else group_access(group_record.id, group_record.doc)
         limiter = record.doc.get("rate_limiter")
         limit = parse_rate_limiter(limiter) if limiter else None
         enabled = record.doc.get("is_enabled") is not False
         resolved: AnyModel
         if connector is None:
             resolved = RouterModel(model_id, record.doc["name"], DEPLOYED, parse_routing(record.doc["routing"]),
-                                   limit, enabled, ttl_minutes(record.doc))
+                                   limit, enabled, ttl_minutes(record.doc), group)
         else:
             resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector, limit,
                                      record.doc.get("interface"), enabled, ttl_minutes(record.doc),
                                      pricing=parse_pricing(record.doc.get("pricing")),
-                                     guardrails=parse_guardrails(record.doc.get("guardrails")))
+                                     guardrails=parse_guardrails(record.doc.get("guardrails")), group=group)
         with self._cache_lock:
             if generation == self._cache_generation:
                 self._cache[model_id] = resolved
@@ -619,8 +663,19 @@ class Registry:
 
     # --- search ----------------------------------------------------------------
 
-    def search(self, kind: str, query: Any) -> dict[str, Any]:
-        return run_search(kind, [(r.id, r.doc) for r in self._store.scan(kind)], query)
+    def search(self, kind: str, query: Any, caller: Caller | None = None,
+               visible: Callable[[str, Mapping[str, Any]], bool] | None = None) -> dict[str, Any]:
+        """ml-commons' ``_search`` over what the caller may reach: the records it may not are
+        left out before the query runs, so hits and totals agree with get and predict.
+        ``visible``: a kind's own rule (tasks: who owns them)."""
+        records = [(r.id, r.doc) for r in self._store.scan(kind)]
+        if kind == "model":
+            records = self.usable_models(caller, records)
+        elif kind == "model_group" and caller is not None and not caller.is_admin:
+            records = [(i, d) for i, d in records if may_reach_group(caller, group_access(i, d))]
+        if visible is not None:
+            records = [(i, d) for i, d in records if visible(i, d)]
+        return run_search(kind, records, query)
 
     # --- helpers ---------------------------------------------------------------
 
@@ -726,40 +781,6 @@ def _enabled(model: AnyModel) -> AnyModel:
     if not model.enabled:  # TransportPredictionTaskAction: is_enabled false
         raise Forbidden("Model is disabled.")
     return model
-
-
-def _group_name(name: Any) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise BadRequest("[name] is required and must be a non-empty string")
-    return name.strip()
-
-
-def _access_fields(body: dict[str, Any]) -> dict[str, Any]:
-    """A model group's ``access`` (and ``backend_roles``) from ml-commons' request fields.
-
-    Recorded as given, for clients that read them back; mlstream has no users or backend
-    roles to enforce them with (docs/api.md, "Model groups").
-    """
-    mode = body.get("access_mode")
-    roles = body.get("backend_roles")
-    add_all = body.get("add_all_backend_roles")
-    if add_all is not None and not isinstance(add_all, bool):
-        raise BadRequest("[add_all_backend_roles] must be true or false")
-    if add_all:
-        raise BadRequest("[add_all_backend_roles] cannot be true: mlstream has no users, so no backend roles to add")
-    if roles is not None and (not isinstance(roles, list) or not all(isinstance(r, str) for r in roles)):
-        raise BadRequest("[backend_roles] must be a list of strings")
-    if mode is None:
-        mode = "restricted" if roles else "public"
-    if not isinstance(mode, str) or mode.lower() not in ACCESS_MODES:
-        raise BadRequest(f"[access_mode] must be one of {', '.join(ACCESS_MODES)}")
-    mode = mode.lower()
-    if roles and mode != "restricted":
-        raise BadRequest("You can specify backend roles only for a model group with the restricted access mode.")
-    if mode == "restricted" and not roles:
-        raise BadRequest("You must specify one or more backend roles or add all backend roles to register a "
-                         "restricted model group.")
-    return {"access": mode, **({"backend_roles": roles} if roles else {})}
 
 
 def _without_times(doc: Mapping[str, Any]) -> dict[str, Any]:

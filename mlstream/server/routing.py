@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from ..access.keys import ApiKey
+from ..access.keys import ApiKey, Caller
 from ..errors import BadRequest, MethodNotAllowed, MLStreamError, NotFound
 from ..logs import AccessRecord
 from ..inference.predict import CallMeter, PendingStream
@@ -46,10 +46,14 @@ class Request:
     # Set by the predict routes once the URL's model was found: only then is the request
     # counted as that model's prediction (random ids must not fill the per-model counts).
     model_resolved: bool = False
-    # The caller's API key once authenticated; None on a public route or while no key exists.
-    key: ApiKey | None = None
+    # The caller (its API key and tenant) once authenticated; None on a public route or while no key exists.
+    caller: Caller | None = None
     # This request's provider call, for its usage record: fronts hand it to ``Predictor.prepare``.
     meter: CallMeter = field(default_factory=CallMeter)
+
+    @property
+    def key(self) -> ApiKey | None:
+        return None if self.caller is None else self.caller.key
 
     def mark_model_resolved(self) -> None:
         self.model_resolved = True

@@ -61,7 +61,7 @@ MODEL_ID_HEADER = "X-MLStream-Model-Id"
 
 
 def stream_head(server: str, date: str, request_id: str, *, chunked: bool, close: bool,
-                gzip: bool = False, model_id: str | None = None) -> bytes:
+                gzip: bool = False, model_id: str | None = None, extra: dict[str, str] | None = None) -> bytes:
     """The status line and headers of a 200 event stream, as bytes for one write.
 
     ``request_id`` is a checked token (``framing.request_id``), never raw input.
@@ -76,6 +76,8 @@ def stream_head(server: str, date: str, request_id: str, *, chunked: bool, close
     lines.append(f"X-Request-Id: {request_id}")
     if model_id is not None:  # a router's target: an id the registry made or checked
         lines.append(f"{MODEL_ID_HEADER}: {model_id}")
+    if extra:  # headers the server made (x-ratelimit-*), never a client's text
+        lines += [f"{name}: {value}" for name, value in extra.items()]
     if close:
         lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

@@ -45,6 +45,8 @@ from .routing import Front, Reply, Request, Router, StreamReply
 from .sse_writer import MODEL_ID_HEADER, SSEWriter, first_item, stream_head
 
 log = logging.getLogger(__name__)
+# The fronts under /v1, whose clients read OpenAI's x-ratelimit-* headers.
+RATE_HEADER_FRONTS = frozenset({"openai", "responses", "anthropic"})
 
 # Errors that mean the client went away; a hang-up is routine, logged at debug.
 CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
@@ -225,13 +227,16 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             self._meter = CallMeter(key, self._request_id, trace=trace)
             body = self._read_body()
             request = Request(self.command, path, query, body if route.raw_body else parse_json_body(body),
-                              params, started, self._request_id, self._access, self.connection, key=key,
+                              params, started, self._request_id, self._access, self.connection, caller=key,
                               meter=self._meter)
             reply = route.handler(request)
             if isinstance(reply, StreamReply):
                 self._stream(reply, started)
             else:
                 self._record_call(started, reply.status, "ok" if reply.status < 400 else "error")
+                rate = self._rate_headers()
+                if rate:
+                    reply.headers = {**reply.headers, **rate}
                 self._write_reply(reply)
         except CLIENT_GONE:
             self.close_connection = True
@@ -273,6 +278,13 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                              duration_ms=(time.monotonic() - started) * 1000)
         if record is not None:
             self.host.accountant.record(record)
+
+    def _rate_headers(self) -> dict[str, str] | None:
+        """OpenAI's ``x-ratelimit-*`` headers, on the /v1 fronts, when a limit applied to the call."""
+        meter = self._meter
+        if meter is None or meter.admission is None or self._front.name not in RATE_HEADER_FRONTS:
+            return None
+        return meter.admission.rate.headers() or None
 
     def _error_reply(self, exc: BaseException) -> Reply:
         """The error body of the front the request came through."""
@@ -444,7 +456,8 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self.close_connection = True
             gzip = self._format.gzip  # only when asked: then every event is flushed as it goes
             head = stream_head(self.version_string(), self.date_time_string(), self._request_id,
-                               chunked=chunked, close=self.close_connection, gzip=gzip, model_id=self._routed_to())
+                               chunked=chunked, close=self.close_connection, gzip=gzip, model_id=self._routed_to(),
+                               extra=self._rate_headers())
             access.status = 200
             meter = self._meter
 

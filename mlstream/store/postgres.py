@@ -117,6 +117,13 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     # The usage window's "t" renamed (usage.tables.RENAMED): a column named like a table
     # alias stopped ``SELECT row_to_json(t) FROM mlstream_usage_window t`` (its indices follow).
     (6, ("ALTER TABLE mlstream_usage_window RENAME COLUMN t TO time_s",)),
+    # Tenants (access.tenants), each usage record's tenant, and the budget reservations of
+    # calls in flight (usage.tables.reserve): no trigger, a reservation is no cached state.
+    (7, (*_records_table("tenant"),
+         "ALTER TABLE mlstream_usage_record ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
+         ("CREATE TABLE mlstream_usage_reserve (id TEXT PRIMARY KEY, scope_id TEXT NOT NULL,"
+          " amount DOUBLE PRECISION NOT NULL, expires DOUBLE PRECISION NOT NULL)"),
+         "CREATE INDEX mlstream_usage_reserve_scope ON mlstream_usage_reserve (scope_id, expires)")),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the

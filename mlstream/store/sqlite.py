@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 
 # meta: the store's own bookkeeping (e.g. the master-key check value); controller: ml-commons'
 # model controllers (per-user rate limits), by model id; stopword_index, stopword_doc: the
-# stop-word indices of guardrails (``stopwords``).
+# stop-word indices of guardrails (``stopwords``); tenant: the teams keys belong to (``access.tenants``).
 KINDS = ("connector", "model", "task", "apikey", "meta", "model_group", "controller", "stopword_index",
-         "stopword_doc")
+         "stopword_doc", "tenant")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
 BUSY_TIMEOUT = 10.0
 # Taken (flock, exclusive) by every process while it opens and migrates a data

@@ -39,7 +39,7 @@ from collections import deque
 from typing import Protocol
 
 from ..errors import MLStreamError
-from .records import DAY_MS, NO_KEY, UsageRecord
+from .records import DAY_MS, UsageRecord
 from .tables import UsageTables
 
 log = logging.getLogger(__name__)
@@ -100,12 +100,12 @@ class UsageRecorder:
                 now = time.monotonic()
                 if now - self._last_drop_warning >= DROP_WARNING_SECONDS:
                     self._last_drop_warning, warn = now, True
-            if record.key_id != NO_KEY:
+            day = (record.time_ms // DAY_MS) * DAY_MS
+            for scope in record.scopes:  # its key and its tenant
                 if record.cost:
-                    day = (record.time_ms // DAY_MS) * DAY_MS
-                    self._spend[(record.key_id, day)] = self._spend.get((record.key_id, day), 0.0) + record.cost
+                    self._spend[(scope, day)] = self._spend.get((scope, day), 0.0) + record.cost
                 if record.tokens:
-                    self._tokens[record.key_id] = self._tokens.get(record.key_id, 0) + record.tokens
+                    self._tokens[scope] = self._tokens.get(scope, 0) + record.tokens
             if len(self._queue) <= 1 or len(self._queue) >= BATCH_RECORDS:
                 self._cond.notify()  # the writer starts gathering, or has a batch
         if not accepted:
@@ -117,8 +117,8 @@ class UsageRecorder:
         return accepted
 
     def pending(self, key_id: str, from_ms: int, to_ms: int) -> tuple[float, int, int]:
-        """(spend in [from_ms, to_ms), tokens) charged to ``key_id`` and not yet committed,
-        and the commit generation they were read at."""
+        """(spend in [from_ms, to_ms), tokens) charged to ``key_id`` (a key's or a tenant's
+        scope id) and not yet committed, and the commit generation they were read at."""
         with self._cond:
             spend = sum(cost for (key, day), cost in (*self._spend.items(), *self._inflight_spend.items())
                         if key == key_id and from_ms <= day < to_ms)
@@ -180,7 +180,8 @@ class UsageRecorder:
                 self._inflight_tokens, self._tokens = self._tokens, {}
                 spend, tokens = self._inflight_spend, self._inflight_tokens
             try:
-                self._tables.write(batch, spend, tokens)
+                self._tables.write(batch, spend, tokens,
+                                   released=[r for record in batch for r in record.reservations])
             except (MLStreamError, OSError) as exc:
                 with self._cond:
                     self._queue.extendleft(reversed(batch))

@@ -25,7 +25,8 @@ from ..errors import BadRequest
 
 OUTCOMES = ("ok", "error", "client_gone")
 NO_KEY = "-"  # the key id and name of a call made while no API key exists
-GROUP_FIELDS = ("key", "model", "interface", "outcome", "day", "hour")
+DEFAULT_TENANT = "default"  # the tenant of a key that names none (and of calls made while no key exists)
+GROUP_FIELDS = ("key", "tenant", "model", "interface", "outcome", "day", "hour")
 BUDGET_PERIODS = ("day", "week", "month")
 DEFAULT_WINDOW_MS = 24 * 3600 * 1000  # a query without ``from`` covers the last 24 hours
 MAX_RECORDS = 1000                    # the most single records one query lists
@@ -54,6 +55,10 @@ class UsageRecord:
     duration_ms: float = 0.0
     cost: float | None = None            # None: the model has no pricing (never 0 for "unknown")
     request_id: str = ""
+    tenant: str = DEFAULT_TENANT
+    # The budget reservations this call took (``tables.reserve``): released as the record is
+    # written, in the same transaction. Not a column.
+    reservations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -64,10 +69,15 @@ class UsageRecord:
         """What a key's ``tpm`` counts: input and output tokens."""
         return self.input_tokens + self.output_tokens
 
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        """The ids its cost and tokens are charged to: its key's, and its tenant's."""
+        return () if self.key_id == NO_KEY else (self.key_id, tenant_scope(self.tenant))
+
     def to_body(self) -> dict[str, Any]:
         """The record as ``GET /_plugins/_mlstream/usage/records`` lists it."""
         return {"time": iso_ms(self.time_ms), "time_ms": self.time_ms, "request_id": self.request_id,
-                "key": self.key_name, "key_id": self.key_id, "model": self.model_id,
+                "key": self.key_name, "key_id": self.key_id, "tenant": self.tenant, "model": self.model_id,
                 "interface": self.interface, "route": self.route, "status": self.status,
                 "outcome": self.outcome, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens, "cached_input_tokens": self.cached_input_tokens,
@@ -75,7 +85,15 @@ class UsageRecord:
                 "duration_ms": self.duration_ms, "cost": self.cost}
 
     def as_row(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        del row["reservations"]
+        return row
+
+
+def tenant_scope(tenant: str) -> str:
+    """A tenant's id in the spend and window tables, beside its keys' ids (8 hex digits:
+    never this)."""
+    return "tenant:" + tenant
 
 
 # --- prices ---------------------------------------------------------------------
@@ -179,6 +197,7 @@ class UsageQuery:
     model_id: str | None = None
     group_by: tuple[str, ...] = ()
     size: int = DEFAULT_RECORDS
+    tenant: str | None = None
 
 
 _EPOCH_MS = re.compile(r"^\d{1,15}$")
@@ -221,7 +240,7 @@ def parse_usage_query(params: Mapping[str, str], now_ms: int, *, records: bool =
         if not 1 <= size <= MAX_RECORDS:
             raise BadRequest(f"[size] must be between 1 and {MAX_RECORDS}, got [{size}]")
     return UsageQuery(from_ms, to_ms, params.get("key") or None, None, params.get("model") or None,
-                      group_by, size)
+                      group_by, size, params.get("tenant") or None)
 
 
 def iso_ms(ms: int) -> str:

@@ -6,6 +6,11 @@
     usage_window   recent events per key for the sliding 60 s limits: one row per request
                    admitted (kind "r", for ``rpm``) and per call's tokens (kind "t", ``tpm``),
                    at ``time_s`` (Unix seconds; the column was ``t`` before: see ``RENAMED``)
+    usage_reserve  budget reservations of calls in flight (``reserve``), each released in
+                   the transaction that writes its call's record, or at its expiry
+
+"Per key" above means per scope: a key's id, or a tenant's (``records.tenant_scope``),
+since a call is charged to both.
 
 SQLite keeps them in a file of their own (``usage.db`` beside ``mlstream.db``): writing
 a record must not move the main store's change counter, which would empty every
@@ -32,11 +37,11 @@ from ..errors import StoreError
 from .records import UsageQuery, UsageRecord, UsageSums
 
 WINDOW_SECONDS = 60.0  # rpm and tpm are sliding windows of this length
-_GROUP_SQL = {"key": "key_name", "model": "model_id", "interface": "interface", "outcome": "outcome",
+_GROUP_SQL = {"key": "key_name", "tenant": "tenant", "model": "model_id", "interface": "interface", "outcome": "outcome",
               "day": "(time_ms / 86400000) * 86400000", "hour": "(time_ms / 3600000) * 3600000"}
 _RECORD_COLUMNS = ("time_ms", "key_id", "key_name", "model_id", "interface", "route", "status", "outcome",
                    "input_tokens", "output_tokens", "cached_input_tokens", "estimated", "first_token_ms",
-                   "duration_ms", "cost", "request_id")
+                   "duration_ms", "cost", "request_id", "tenant")
 _SUMS = ("COUNT(*), SUM(CASE WHEN outcome = 'error' THEN 1 ELSE 0 END), SUM(input_tokens), "
          "SUM(output_tokens), SUM(cached_input_tokens), SUM(cost)")
 
@@ -51,7 +56,7 @@ def schema(prefix: str, *, serial: str, big: str, real: str, boolean: str) -> li
          " route TEXT NOT NULL, status INTEGER NOT NULL, outcome TEXT NOT NULL,"
          f" input_tokens {big} NOT NULL, output_tokens {big} NOT NULL, cached_input_tokens {big} NOT NULL,"
          f" estimated {boolean} NOT NULL, first_token_ms {real}, duration_ms {real} NOT NULL, cost {real},"
-         " request_id TEXT NOT NULL)"),
+         " request_id TEXT NOT NULL, tenant TEXT NOT NULL DEFAULT 'default')"),
         f"CREATE INDEX IF NOT EXISTS {prefix}usage_record_time ON {prefix}usage_record (time_ms)",
         f"CREATE INDEX IF NOT EXISTS {prefix}usage_record_key ON {prefix}usage_record (key_id, time_ms)",
         (f"CREATE TABLE IF NOT EXISTS {prefix}usage_spend (key_id TEXT NOT NULL, day_ms {big} NOT NULL,"
@@ -60,6 +65,9 @@ def schema(prefix: str, *, serial: str, big: str, real: str, boolean: str) -> li
          f" time_s {real} NOT NULL, amount {real} NOT NULL)"),
         f"CREATE INDEX IF NOT EXISTS {prefix}usage_window_key ON {prefix}usage_window (key_id, kind, time_s)",
         f"CREATE INDEX IF NOT EXISTS {prefix}usage_window_time ON {prefix}usage_window (time_s)",
+        (f"CREATE TABLE IF NOT EXISTS {prefix}usage_reserve (id TEXT PRIMARY KEY, scope_id TEXT NOT NULL,"
+         f" amount {real} NOT NULL, expires {real} NOT NULL)"),
+        f"CREATE INDEX IF NOT EXISTS {prefix}usage_reserve_scope ON {prefix}usage_reserve (scope_id, expires)",
     ]
 
 
@@ -69,6 +77,10 @@ def schema(prefix: str, *, serial: str, big: str, real: str, boolean: str) -> li
 # every relation must read as rows. PostgreSQL renames it in a migration (store.postgres),
 # SQLite when usage.db is opened (``SQLiteUsage``).
 RENAMED = (("usage_window", "t", "time_s"),)
+# Columns added since a release wrote the tables: (table, column, its SQL type and default).
+ADDED = (("usage_record", "tenant", "TEXT NOT NULL DEFAULT 'default'"),)
+# A reservation outlives a call that never records (a process killed mid-call) by this much.
+RESERVATION_SECONDS = 900.0
 
 
 POSTGRES_SCHEMA = schema("mlstream_", serial="BIGSERIAL PRIMARY KEY", big="BIGINT", real="DOUBLE PRECISION",
@@ -99,12 +111,15 @@ class UsageTables(ABC):
     # --- writes ----------------------------------------------------------------------
 
     def write(self, records: Sequence[UsageRecord], spend: Mapping[tuple[str, int], float],
-              tokens: Mapping[str, int], now: float | None = None) -> None:
-        """One batch: the records, the spend per (key id, UTC day in ms) and the tokens
-        per key id to count in its ``tpm`` window, all or nothing."""
+              tokens: Mapping[str, int], now: float | None = None, released: Sequence[str] = ()) -> None:
+        """One batch: the records, the spend per (scope id, UTC day in ms), the tokens per
+        scope id to count in its ``tpm`` window, and the reservations the records settle,
+        all or nothing."""
         now = time.time() if now is None else now
         p = self._prefix
         with self._transaction() as execute:
+            for reservation in released:
+                execute(f"DELETE FROM {p}usage_reserve WHERE id = ?", [reservation])
             if records:
                 placeholders = ", ".join("?" * len(_RECORD_COLUMNS))
                 sql = f"INSERT INTO {p}usage_record ({', '.join(_RECORD_COLUMNS)}) VALUES ({placeholders})"
@@ -123,6 +138,10 @@ class UsageTables(ABC):
         """Count one request in ``key_id``'s 60 s window if fewer than ``rpm`` are there:
         0.0 when counted, else the seconds until the oldest leaves the window. Exact
         under concurrency, across every process on the store."""
+        return self.take(key_id, rpm, now)[0]
+
+    def take(self, key_id: str, rpm: int, now: float | None = None) -> tuple[float, int]:
+        """``take_request``, and how many requests the window holds after it."""
         p = self._prefix
         with self._transaction(lock_key=key_id) as execute:
             now = time.time() if now is None else now
@@ -132,10 +151,47 @@ class UsageTables(ABC):
             count, oldest = execute(f"SELECT COUNT(*), MIN(time_s) FROM {p}usage_window WHERE key_id = ?"
                                     " AND kind = 'r'", [key_id])[0]
             if int(count) >= rpm:
-                return max(float(oldest) - start, 0.001)
+                return max(float(oldest) - start, 0.001), int(count)
             execute(f"INSERT INTO {p}usage_window (key_id, kind, time_s, amount) VALUES (?, 'r', ?, 1)",
                     [key_id, now])
-            return 0.0
+            return 0.0, int(count) + 1
+
+    def reserve(self, scope_id: str, budget: float, from_ms: int, to_ms: int, pending: float, amount: float,
+                reservation_id: str, now: float | None = None) -> float | None:
+        """Reserve ``amount`` of ``scope_id``'s budget for a call about to be made, unless its
+        spend in [from_ms, to_ms) (committed, plus ``pending``: this process's charges not yet
+        committed) and the reservations of calls in flight already reach ``budget``: then
+        nothing is reserved and that total is returned. None: reserved (or nothing to reserve).
+        One transaction serialised per scope in the store, so exact across processes and hosts."""
+        p = self._prefix
+        now = time.time() if now is None else now
+        with self._transaction(lock_key=scope_id) as execute:
+            committed = execute(f"SELECT SUM(cost) FROM {p}usage_spend WHERE key_id = ? AND day_ms >= ?"
+                                " AND day_ms < ?", [scope_id, from_ms, to_ms])[0][0]
+            reserved = execute(f"SELECT SUM(amount) FROM {p}usage_reserve WHERE scope_id = ? AND expires > ?",
+                               [scope_id, now])[0][0]
+            total = float(committed or 0.0) + pending + float(reserved or 0.0)
+            if total >= budget:
+                return total
+            if amount > 0:
+                execute(f"DELETE FROM {p}usage_reserve WHERE scope_id = ? AND expires <= ?", [scope_id, now])
+                execute(f"INSERT INTO {p}usage_reserve (id, scope_id, amount, expires) VALUES (?, ?, ?, ?)",
+                        [reservation_id, scope_id, amount, now + RESERVATION_SECONDS])
+            return None
+
+    def release(self, reservation_ids: Sequence[str]) -> None:
+        """Drop reservations whose calls will write no record (one refused by a later scope)."""
+        if reservation_ids:
+            with self._transaction() as execute:
+                for reservation in reservation_ids:
+                    execute(f"DELETE FROM {self._prefix}usage_reserve WHERE id = ?", [reservation])
+
+    def reserved(self, scope_id: str, now: float | None = None) -> float:
+        """The reservations of ``scope_id``'s calls in flight."""
+        now = time.time() if now is None else now
+        rows = self._read(f"SELECT SUM(amount) FROM {self._prefix}usage_reserve WHERE scope_id = ? AND expires > ?",
+                          [scope_id, now])
+        return float(rows[0][0] or 0.0) if rows else 0.0
 
     # --- reads -----------------------------------------------------------------------
 
@@ -180,7 +236,8 @@ class UsageTables(ABC):
 
 def _where(query: UsageQuery) -> tuple[str, list[Any]]:
     clauses, params = ["time_ms >= ?", "time_ms < ?"], [query.from_ms, query.to_ms]
-    for column, value in (("key_name", query.key_name), ("key_id", query.key_id), ("model_id", query.model_id)):
+    for column, value in (("key_name", query.key_name), ("key_id", query.key_id), ("model_id", query.model_id),
+                          ("tenant", query.tenant)):
         if value is not None:
             clauses.append(f"{column} = ?")
             params.append(value)
@@ -219,7 +276,7 @@ class SQLiteUsage(UsageTables):
             if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 self._db.execute("PRAGMA journal_mode=WAL")  # once: asking again writes the header
             self._db.execute("PRAGMA synchronous=NORMAL")  # a committed batch survives a process crash
-            _rename_old_columns(self._db)
+            _bring_up_to_date(self._db)
             for sql in SQLITE_SCHEMA:
                 self._db.execute(sql)
             self._read_db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
@@ -263,15 +320,20 @@ class SQLiteUsage(UsageTables):
             self._db.close()
 
 
-def _rename_old_columns(db: sqlite3.Connection) -> None:
+def _bring_up_to_date(db: sqlite3.Connection) -> None:
     """A usage.db of an older release brought to ``SQLITE_SCHEMA``: each column of ``RENAMED``
-    that its table still has is renamed, in one transaction (the indices follow the column).
-    The store opens the file under its set-up lock: one process at a time does this."""
+    that its table still has is renamed (the indices follow the column), each of ``ADDED`` it
+    lacks is added, in one transaction. The store opens the file under its set-up lock: one
+    process at a time does this."""
     db.execute("BEGIN IMMEDIATE")
     try:
         for table, old, new in RENAMED:
             if old in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
                 db.execute(f"ALTER TABLE {table} RENAME COLUMN {old} TO {new}")
+        for table, column, kind in ADDED:
+            columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            if columns and column not in columns:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
     except BaseException:
         db.execute("ROLLBACK")
         raise

@@ -105,3 +105,25 @@ def answer_tokens(payload: bytes) -> TokenCounts | None:
         if counts is not None:
             return counts
     return None
+
+
+# The names a provider request caps its output with, at its top level or in its
+# parameter object (OpenAI, Anthropic, Bedrock Converse, Gemini, TGI, Cohere).
+_CAP_NAMES = ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxTokens", "maxOutputTokens",
+              "max_new_tokens", "max_tokens_to_sample")
+_CAP_HOLDERS = ("inferenceConfig", "generationConfig", "parameters", "textGenerationConfig")
+# Output tokens a call is assumed to take when its request caps none (a budget reservation's size).
+DEFAULT_OUTPUT_ESTIMATE = 1024
+
+
+def output_cap(body: Any) -> int | None:
+    """The output cap a provider request sets, if it sets one."""
+    if not isinstance(body, Mapping):
+        return None
+    for holder in (body, *(body.get(name) for name in _CAP_HOLDERS)):
+        if isinstance(holder, Mapping):
+            for name in _CAP_NAMES:
+                value = holder.get(name)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return value
+    return None

@@ -35,16 +35,16 @@ ML = "/_plugins/_ml"
 # --- helpers ---------------------------------------------------------------------------
 
 def list_keys(data_dir: Path) -> tuple[str, list[list[str]]]:
-    """(raw stdout, rows of [id, role, name]) of `mlstream keys list`."""
+    """(raw stdout, rows of [id, role, name, tenant, limits...]) of `mlstream keys list`."""
     result = keys_cli(data_dir, "list")
     assert result.returncode == 0, result.stderr
-    rows = [line.split(None, 2) for line in result.stdout.splitlines()[1:] if line.strip()]
+    rows = [line.split() for line in result.stdout.splitlines()[1:] if line.strip()]
     return result.stdout, rows
 
 
 def key_id(data_dir: Path, name: str) -> str:
     _, rows = list_keys(data_dir)
-    ids = [row[0] for row in rows if len(row) == 3 and row[2] == name]
+    ids = [row[0] for row in rows if len(row) >= 3 and row[2] == name]
     assert len(ids) == 1, rows
     return ids[0]
 
@@ -223,7 +223,6 @@ ADMIN_ONLY = [
     ("DELETE", f"{ML}/models/{{model_id}}", None),
     ("POST", f"{ML}/models/{{model_id}}/_undeploy", None),
     ("POST", f"{ML}/models/{{model_id}}/_deploy", None),
-    ("GET", f"{ML}/tasks/abc", None),
     ("GET", "/_cluster/settings", None),
     ("PUT", "/_cluster/settings", {"persistent": {"plugins.ml_commons.stream_enabled": False}}),
 ]

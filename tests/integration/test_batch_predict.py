@@ -289,7 +289,7 @@ def test_the_poller_starts_with_the_first_job_and_stops_with_the_server(batches,
     assert len(batches.stats.requests) == requests
 
 
-def test_batch_routes_need_the_admin_role(batches, make_server):
+def test_batch_routes_take_any_key_and_each_sees_its_own_tasks(batches, make_server):
     server = make_server()
     keys = KeyStore(server.app.store)
     admin = {"Authorization": f"Bearer {keys.create('admin')[1]}"}
@@ -299,7 +299,15 @@ def test_batch_routes_need_the_admin_role(batches, make_server):
     model = api.call("POST", "/_plugins/_ml/models/_register",
                      {"name": "batch", "function_name": "remote", "connector_id": reply.body["connector_id"]},
                      headers=admin).body["model_id"]
-    for path in (f"/_plugins/_ml/models/{model}/_batch_predict", f"{TASKS}/x/_cancel"):
-        assert api.call("POST", path, {"parameters": {}}, headers=user).status == 403
-    assert api.call("POST", f"/_plugins/_ml/models/{model}/_batch_predict", {"parameters": {}},
-                    headers=admin).status == 200
+    assert api.call("POST", f"{TASKS}/x/_cancel", headers=user).status == 404
+    mine = api.call("POST", f"/_plugins/_ml/models/{model}/_batch_predict", {"parameters": {}}, headers=user)
+    assert mine.status == 200, mine.body
+    theirs = api.call("POST", f"/_plugins/_ml/models/{model}/_batch_predict", {"parameters": {}}, headers=admin)
+    assert theirs.status == 200
+    listed = api.call("POST", f"{TASKS}/_search", {"query": {"match_all": {}}}, headers=user).body["hits"]
+    assert [hit["_id"] for hit in listed["hits"]] == [mine.body["task_id"]]  # the admin's job is not the user's
+    assert api.call("GET", f"{TASKS}/{theirs.body['task_id']}", headers=user).status == 404
+    assert api.call("GET", f"{TASKS}/{mine.body['task_id']}", headers=admin).status == 200
+    # the submission is a call of the key's: in its usage records
+    records = api.call("GET", "/_plugins/_mlstream/usage/records", headers=user).body["records"]
+    assert [(r["interface"], r["input_tokens"]) for r in records] == [("batch_predict", 0)]

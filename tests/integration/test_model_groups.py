@@ -34,7 +34,7 @@ def test_a_chosen_id_is_kept_and_cannot_be_taken_twice(client):
     ({"name": "x", "access_mode": "secret"}, "[access_mode]"),
     ({"name": "x", "access_mode": "restricted"}, "backend roles"),
     ({"name": "x", "access_mode": "public", "backend_roles": ["ops"]}, "restricted access mode"),
-    ({"name": "x", "add_all_backend_roles": True}, "no users"),
+    ({"name": "x", "add_all_backend_roles": True}, "needs an API key"),
     ({"name": "x", "owner": "me"}, "unknown field [owner]"),
 ], ids=["no-name", "blank-name", "bad-mode", "restricted-without-roles", "roles-not-restricted", "add-all",
         "unknown-field"])

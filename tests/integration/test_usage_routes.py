@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from mlstream.access.keys import KeyStore
+from mlstream.access.keys import Caller, KeyStore
+from mlstream.access.tenants import TenantStore
 from mlstream.usage.records import KeyLimits
 from tests.support.clients import Client, bearer, client_with
 from tests.support.connectors import openai_connector
@@ -24,8 +25,11 @@ KEYS = "/_plugins/_mlstream/keys"
 def record_call(server, key_name: str | None, model_id: str, *, tokens: tuple[int, int] = (10, 5),
                 cost: float | None = 0.01, outcome: str = "ok", status: int = 200) -> None:
     """What the request path does around one provider call."""
-    key = None if key_name is None else KeyStore(server.app.store).get(key_name)
-    admission = server.app.accountant.admit(key, model_id)
+    caller = None
+    if key_name is not None:
+        key = KeyStore(server.app.store).get(key_name)
+        caller = Caller(key, TenantStore(server.app.store).get(key.tenant))
+    admission = server.app.accountant.admit(caller, model_id)
     server.app.accountant.record(admission.usage(
         interface="openai/v1/chat/completions", route="/_plugins/_ml/models/{model_id}/_predict/stream",
         status=status, outcome=outcome, input_tokens=tokens[0], output_tokens=tokens[1], cost=cost,
@@ -157,7 +161,7 @@ def test_records_list_every_field_newest_first(setup):
         record_call(setup.server, "bob", setup.model_id, tokens=tokens)
     records = setup.admin.ok("GET", f"{USAGE}/records?size=2&model={setup.model_id}")["records"]
     assert [r["input_tokens"] for r in records] == [3, 2]
-    assert set(records[0]) == {"time", "time_ms", "request_id", "key", "key_id", "model", "interface", "route",
+    assert set(records[0]) == {"time", "time_ms", "request_id", "key", "key_id", "tenant", "model", "interface", "route",
                                "status", "outcome", "input_tokens", "output_tokens", "cached_input_tokens",
                                "estimated", "time_to_first_token_ms", "duration_ms", "cost"}
     assert setup.admin.call("GET", f"{USAGE}/records?size=1001").status == 400

@@ -27,13 +27,13 @@ pytestmark = pytest.mark.slow
 class Deployment:
     """A supervisor started with ``--workers``; its stderr goes to a file (never a full pipe)."""
 
-    def __init__(self, tmp_path: Path, workers: int) -> None:
+    def __init__(self, tmp_path: Path, workers: int, *extra: str) -> None:
         self.log = tmp_path / "stderr.log"
         with self.log.open("w") as stderr:
             self.process = subprocess.Popen(
                 [*MLSTREAM, "serve", "--port", "0", "--data-dir", str(tmp_path / "data"), "--workers", str(workers),
                  "--allow-private-endpoints", "--trusted-endpoint", LOOPBACK_TRUST, "--drain-timeout", "10",
-                 "--stream-workers", "8"],
+                 "--stream-workers", "8", *extra],
                 stdout=subprocess.PIPE, stderr=stderr, text=True, env=clean_env())
         line = self.process.stdout.readline()
         assert line.startswith("mlstream listening on http://"), (line, self.log.read_text())

@@ -185,7 +185,8 @@ def test_a_record_lists_every_field():
                          "/v1/chat/completions", 200, "client_gone", 10, 3, 4, True, 12.5, 80.0, None, "req-1")
     body = record.to_body()
     assert body == {"time": "2025-12-02T10:00:00.000Z", "time_ms": record.time_ms, "request_id": "req-1",
-                    "key": "alice", "key_id": "k1", "model": "m1", "interface": "openai/v1/chat/completions",
+                    "key": "alice", "key_id": "k1", "tenant": "default", "model": "m1",
+                        "interface": "openai/v1/chat/completions",
                     "route": "/v1/chat/completions", "status": 200, "outcome": "client_gone",
                     "input_tokens": 10, "output_tokens": 3, "cached_input_tokens": 4, "estimated": True,
                     "time_to_first_token_ms": 12.5, "duration_ms": 80.0, "cost": None}

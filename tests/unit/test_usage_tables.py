@@ -12,7 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from mlstream.access.keys import ApiKey, KeyStore
+from mlstream.access.keys import ApiKey, Caller, KeyStore
+from mlstream.access.tenants import DEFAULT
 from mlstream.access.budgets import Accountant
 from mlstream.access.controllers import Controllers
 from mlstream.errors import (
@@ -73,8 +74,8 @@ def parts(make_store):
         p.close()
 
 
-def key(name: str = "alice", **limits: Any) -> ApiKey:
-    return ApiKey(f"id-{name}", name, "user", 0, KeyLimits(**limits))
+def key(name: str = "alice", **limits: Any) -> Caller:
+    return Caller(ApiKey(f"id-{name}", name, "user", 0, KeyLimits(**limits)), DEFAULT)
 
 
 # --- tables -----------------------------------------------------------------------------------------
@@ -143,7 +144,7 @@ class FailingTables(UsageTables):
     def _read(self, sql, params):
         return []
 
-    def write(self, records, spend, tokens, now=None):
+    def write(self, records, spend, tokens, now=None, released=()):
         if not self.up.is_set():
             raise StoreUnavailable("down")
         self.written += records
@@ -183,7 +184,7 @@ def test_close_writes_what_was_queued_while_the_store_was_down():
 
 def test_record_never_blocks_while_the_writer_is_stuck():
     class Stuck(FailingTables):
-        def write(self, records, spend, tokens, now=None):
+        def write(self, records, spend, tokens, now=None, released=()):
             self.up.wait(5)
             self.written += records
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import MLStreamError
+from ...errors import BudgetExceeded, MLStreamError, RateLimited
 from ...server.responses import json_bytes
 from ...server.routing import Front, Reply, known_error
 from ...wire.sse import EVENT_END
@@ -28,7 +28,10 @@ _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permi
 def error_body(exc: MLStreamError) -> dict[str, Any]:
     status = exc.http_status
     kind = _TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
-    return {"type": "error", "error": {"type": kind, "message": exc.reason}}
+    error = {"type": kind, "message": exc.reason}
+    if isinstance(exc, (BudgetExceeded, RateLimited)):
+        error["scope"] = exc.scope  # whose limit: "key" or "tenant"
+    return {"type": "error", "error": error}
 
 
 def error_reply(exc: BaseException) -> Reply:

@@ -11,10 +11,12 @@ from typing import Any, Callable
 from ... import processing
 from ...inference.batch import BatchJobs
 from ...store.cluster import ClusterSettings
-from ...errors import BadRequest
+from ...access.policy import may_see_task, owner_of
+from ...errors import BadRequest, Forbidden, NotFound
 from ...metrics import Metrics
 from ...inference.predict import Ask, Bound, Predictor, check_one_api
-from ...models.registry import AnyModel, Registry, RouterModel
+from ...models.groups import NO_MODEL_PRIVILEGE
+from ...models.registry import AnyModel, Registry, RouterModel, may_use
 from ...server.routing import Reply, Request, Router, StreamReply
 from . import node
 from .errors import ML_COMMONS_FRONT
@@ -36,9 +38,13 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         return register
 
     def add_search(kind: str, path: str, role: str = "admin") -> None:
-        """``_search`` over one kind of record, by POST or GET (both carry the query as a body)."""
+        """``_search`` over one kind of record, by POST or GET (both carry the query as a body),
+        over what the caller may reach (``access.policy``)."""
         def search(req: Request) -> Reply:
-            return Reply(200, registry.search(kind, req.body))
+            visible = None
+            if kind == "task":
+                visible = lambda task_id, doc: may_see_task(req.caller, doc)  # noqa: E731
+            return Reply(200, registry.search(kind, req.body, req.caller, visible))
         for method in ("POST", "GET"):
             router.add(method, f"{PREFIX}/{path}/_search", search, role)
 
@@ -101,35 +107,36 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         return Reply(200, _result(req.params["connector_id"], ".plugins-ml-connector", "deleted"))
 
     # model groups
-    @add("POST", f"{PREFIX}/model_groups/_register")
+    @add("POST", f"{PREFIX}/model_groups/_register", role="tenant_admin")
     def register_model_group(req: Request) -> Reply:
-        return Reply(200, registry.register_model_group(_required(req.body)))
+        return Reply(200, registry.register_model_group(_required(req.body), req.caller))
 
     add_search("model_group", "model_groups", role="user")
 
     @add("GET", f"{PREFIX}/model_groups/{{model_group_id}}", role="user")
     def get_model_group(req: Request) -> Reply:
-        return Reply(200, registry.get_model_group(req.params["model_group_id"]))
+        return Reply(200, registry.get_model_group(req.params["model_group_id"], req.caller))
 
-    @add("PUT", f"{PREFIX}/model_groups/{{model_group_id}}")
+    @add("PUT", f"{PREFIX}/model_groups/{{model_group_id}}", role="tenant_admin")
     def update_model_group(req: Request) -> Reply:
-        return Reply(200, registry.update_model_group(req.params["model_group_id"], _required(req.body)))
+        return Reply(200, registry.update_model_group(req.params["model_group_id"], _required(req.body),
+                                                      req.caller))
 
-    @add("DELETE", f"{PREFIX}/model_groups/{{model_group_id}}")
+    @add("DELETE", f"{PREFIX}/model_groups/{{model_group_id}}", role="tenant_admin")
     def delete_model_group(req: Request) -> Reply:
-        registry.delete_model_group(req.params["model_group_id"])
+        registry.delete_model_group(req.params["model_group_id"], req.caller)
         return Reply(200, _result(req.params["model_group_id"], ".plugins-ml-model-group", "deleted"))
 
     # models
     @add("POST", f"{PREFIX}/models/_register")
     def register_model(req: Request) -> Reply:
-        return Reply(200, registry.register_model(_required(req.body), deploy=req.flag("deploy")))
+        return Reply(200, registry.register_model(_required(req.body), deploy=req.flag("deploy"), caller=req.caller))
 
     add_search("model", "models", role="user")
 
     @add("GET", f"{PREFIX}/models/{{model_id}}", role="user")
     def get_model(req: Request) -> Reply:
-        return Reply(200, registry.get_model(req.params["model_id"]))
+        return Reply(200, registry.get_model(req.params["model_id"], req.caller))
 
     @add("PUT", f"{PREFIX}/models/{{model_id}}")
     def update_model(req: Request) -> Reply:
@@ -180,41 +187,56 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         events = RoutedEvents(req.meter) if isinstance(model, RouterModel) else ML_COMMONS_EVENTS
         return StreamReply(predictor.stream(model, lambda target: Bound(Ask(parameters)), req.meter), events)
 
-    # admin, as the task routes it is followed with: a batch job is a long, billed piece of work
-    @add("POST", f"{PREFIX}/models/{{model_id}}/_batch_predict")
+    # any key, on a model it may use; its task is its own (``may_see_owned``)
+    @add("POST", f"{PREFIX}/models/{{model_id}}/_batch_predict", role="user")
     def batch_predict(req: Request) -> Reply:
         if batch is None:
             raise BadRequest("batch predict is not served here")
         model = resolve(req)
         if isinstance(model, RouterModel):
             raise BadRequest(f"model [{model.model_id}] is a router: batch predict runs on a model with a connector")
-        return Reply(200, batch.submit(model, _required(req.body), request_id=req.request_id))
+        return Reply(200, batch.submit(model, _required(req.body), request_id=req.request_id,
+                                       owner=owner_of(req.caller), meter=req.meter))
 
     def resolve(req: Request) -> AnyModel:
-        """The URL's model, deployed on first use; from here the call counts as its prediction."""
+        """The URL's model, deployed on first use and checked against the caller (ml-commons'
+        403); from here the call counts as its prediction."""
         model = registry.resolve(req.params["model_id"])
+        if not may_use(req.caller, model):
+            raise Forbidden(NO_MODEL_PRIVILEGE)
         req.mark_model_resolved()
         return model
 
-    # tasks
-    add_search("task", "tasks")
-
-    @add("GET", f"{PREFIX}/tasks/{{task_id}}")
-    def get_task(req: Request) -> Reply:
+    def own_task(req: Request, missing: str = "Failed to find task") -> str:
+        """The URL's task, when the caller may see it: another's is a 404, as a missing one."""
         task_id = req.params["task_id"]
+        try:
+            doc = registry.get_task(task_id)
+        except NotFound:
+            raise NotFound(missing) from None
+        if not may_see_task(req.caller, doc):
+            raise NotFound(missing)
+        return task_id
+
+    # tasks: any key, each sees its own (a tenant_admin its tenant's, an admin all)
+    add_search("task", "tasks", role="user")
+
+    @add("GET", f"{PREFIX}/tasks/{{task_id}}", role="user")
+    def get_task(req: Request) -> Reply:
+        task_id = own_task(req)
         return Reply(200, registry.get_task(task_id) if batch is None else batch.task(task_id))
 
     # _cancel_batch: the route's name in ml-commons 2.17 (and in OpenSearch's docs)
     for suffix in ("_cancel", "_cancel_batch"):
-        @add("POST", f"{PREFIX}/tasks/{{task_id}}/{suffix}")
+        @add("POST", f"{PREFIX}/tasks/{{task_id}}/{suffix}", role="user")
         def cancel_batch(req: Request) -> Reply:
             if batch is None:
                 raise BadRequest("The task ID you provided does not have any associated batch job")
-            return Reply(200, batch.cancel(req.params["task_id"]))
+            return Reply(200, batch.cancel(own_task(req, "Fail to find task")))
 
-    @add("DELETE", f"{PREFIX}/tasks/{{task_id}}")
+    @add("DELETE", f"{PREFIX}/tasks/{{task_id}}", role="user")
     def delete_task(req: Request) -> Reply:
-        registry.delete_task(req.params["task_id"])
+        registry.delete_task(own_task(req))
         return Reply(200, _result(req.params["task_id"], ".plugins-ml-task", "deleted"))
 
     # stats and profile: counted from what this server did since it started

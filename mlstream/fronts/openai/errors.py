@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import BudgetExceeded, GuardrailTriggered, InvalidField, MLStreamError, ModelNotFound
+from ...errors import BudgetExceeded, GuardrailTriggered, InvalidField, MLStreamError, ModelNotFound, RateLimited
 from ...server.responses import json_bytes
 from ...server.routing import Front, Reply, known_error
 from ...wire.sse import encode_data
@@ -39,7 +39,10 @@ def error_body(exc: MLStreamError) -> dict[str, Any]:
         error_type, code = "insufficient_quota", "insufficient_quota"
     elif isinstance(exc, GuardrailTriggered):
         code = "content_filter"  # as Azure OpenAI answers a request its content filter refused
-    return {"error": {"message": exc.reason, "type": error_type, "param": param, "code": code}}
+    error = {"message": exc.reason, "type": error_type, "param": param, "code": code}
+    if isinstance(exc, (BudgetExceeded, RateLimited)):
+        error["scope"] = exc.scope  # whose limit: "key" or "tenant"
+    return {"error": error}
 
 
 def error_reply(exc: BaseException) -> Reply:

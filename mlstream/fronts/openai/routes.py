@@ -149,13 +149,14 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
 
     @add("GET", "/models")
     def list_models(req: Request) -> Reply:
-        data = [wire.model_entry(model_id, doc) for model_id, doc in registry.deployed_models()]
+        data = [wire.model_entry(model_id, doc) for model_id, doc in models.listed(req.caller)]
         return Reply(200, {"object": "list", "data": sorted(data, key=lambda entry: entry["created"])})
 
     @add("GET", "/models/{model}")
     def get_model(req: Request) -> Reply:
         # Never deploys: only deployed models are listed. A name may hold spaces, sent as %20.
-        return Reply(200, wire.model_entry(*models.deployed(unquote(req.params["model"]), by_id=True)))
+        return Reply(200, wire.model_entry(*models.deployed(unquote(req.params["model"]), by_id=True,
+                                                            caller=req.caller)))
 
 
 def _prompt_text(prompt: Any) -> str:

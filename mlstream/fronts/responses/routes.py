@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ...access.policy import may_see_owned, owner_of, stored_owner
 from ...errors import InvalidField, NotFound
 from ...inference.predict import Bound, Predictor
 from ...models.registry import Registry, ResolvedModel
@@ -38,7 +39,12 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
                          ttl_days: float) -> None:
     router.claim_prefix(PREFIX, RESPONSES_FRONT)
     models = ModelFinder(registry)
-    stored = keeper.get
+
+    def stored(req: Request, response_id: str) -> dict[str, Any] | None:
+        """A kept response the caller may see (its own; its tenant's for a tenant_admin); another's is
+        answered as one that does not exist."""
+        found = keeper.get(response_id)
+        return found if found is not None and may_see_owned(req.caller, stored_owner(found)) else None
 
     def create(req: Request) -> Reply | StreamReply:
         body = object_body(req.body)
@@ -49,7 +55,7 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
         earlier: list[dict[str, Any]] = []
         previous = wire.previous_id(body)
         if previous is not None:
-            found = stored(previous)
+            found = stored(req, previous)
             if found is None:
                 raise InvalidField(f"Previous response with id '{previous}' not found.", param="previous_response_id")
             earlier = found.get("conversation") or []
@@ -66,7 +72,8 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
             if not keep_it:
                 return
             doc = {"response": response,
-                   "conversation": conversation + wire.items_to_messages(response["output"], "output")}
+                   "conversation": conversation + wire.items_to_messages(response["output"], "output"),
+                   **owner_of(req.caller).to_doc()}
             keeper.keep(response_id, doc, time.time() + ttl_days * SECONDS_PER_DAY)
 
         if stream:
@@ -82,14 +89,14 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
 
     def get(req: Request) -> Reply:
         response_id = req.params["response_id"]
-        found = stored(response_id)
+        found = stored(req, response_id)
         if found is None:
             raise NotFound(f"Response with id '{response_id}' not found.")
         return Reply(200, found["response"])
 
     def delete(req: Request) -> Reply:
         response_id = req.params["response_id"]
-        if not keeper.delete(response_id):
+        if stored(req, response_id) is None or not keeper.delete(response_id):
             raise NotFound(f"Response with id '{response_id}' not found.")
         return Reply(200, {"id": response_id, "object": "response", "deleted": True})
 
