@@ -22,6 +22,7 @@ translated where they enter our code, keeping the original as ``__cause__``.
      |    +-- MapperParsing             400 mapper_parsing_exception (a stop-word document)
      +-- Unauthorized                   401 security_exception
      +-- Forbidden                      403 security_exception
+     |    +-- AccessDenied              403 (a model the caller's key may not use: policy)
      +-- NotFound                       404 resource_not_found_exception
      |    +-- ModelNotFound             404 model_not_found (by id or name, on the OpenAI front)
      |    +-- IndexNotFound             404 index_not_found_exception (no record of the kind yet; a stop-word index)
@@ -129,6 +130,11 @@ class Unauthorized(MLStreamError):
 class Forbidden(MLStreamError):
     http_status = 403
     error_type = "security_exception"
+
+
+class AccessDenied(Forbidden):
+    """The caller's key may not use this model (its tenant, its key's models, its group):
+    ml-commons' routes answer it, the other fronts answer it as a model that does not exist."""
 
 
 class NotFound(MLStreamError):

@@ -148,7 +148,7 @@ class Accountant:
                 if scope.limits.tpm is not None:
                     tokens, oldest_leaves = self._tables.window_tokens(scope.scope_id, now)
                     tokens += self._recorder.pending(scope.scope_id, 0, 0)[1]
-                    wait = (oldest_leaves - now) if oldest_leaves is not None else WINDOW_SECONDS
+                    wait = (oldest_leaves - now) if oldest_leaves is not None else 1.0
                     if tokens >= scope.limits.tpm:
                         raise RateLimited(f"{scope.label} used {tokens} tokens in the last 60 s, its tpm is "
                                           f"{scope.limits.tpm}", retry_after_seconds=math.ceil(wait), scope=scope.kind)

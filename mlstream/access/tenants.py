@@ -79,9 +79,6 @@ class TenantStore:
             return DEFAULT
         raise NotFound(f"no tenant named [{name}]")
 
-    def exists(self, name: str) -> bool:
-        return name == DEFAULT_TENANT or self._store.get("tenant", name) is not None
-
     def update(self, name: str, changes: Any) -> Tenant:
         """Change the fields ``changes`` names (null removes a limit; ``models`` null is every model)."""
         _check_fields(changes)

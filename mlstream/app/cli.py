@@ -20,7 +20,8 @@ from ..logs import configure_logging
 from ..settings.server import ServerSettings
 
 log = logging.getLogger("mlstream")
-ROLES = ("admin", "tenant_admin", "user")  # access.keys.ROLES (imported lazily there)
+# access.keys.ROLES, spelled out: parsing the command line imports none of the server's modules.
+ROLES = ("admin", "tenant_admin", "user")
 
 THREAD_STACK_BYTES = 512 * 1024
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ModelNotFound, NotFound
+from ..errors import AccessDenied, ModelNotFound, NotFound
 from ..access.keys import Caller
-from ..models.registry import AnyModel, Registry, may_use
+from ..models.registry import AnyModel, Registry
 from ..server.routing import Request
 
 
@@ -40,12 +40,11 @@ class ModelFinder:
         """A model by id (any registered one, deployed on first use as ml-commons does: the
         cached path), else by name among deployed models, where the name must be unique."""
         try:
-            model = self._registry.resolve(reference)
+            return self._registry.resolve(reference, caller)
+        except AccessDenied:
+            raise ModelNotFound(f"The model `{reference}` does not exist or is not deployed.") from None
         except NotFound:
-            return self._registry.resolve(self.deployed(reference, by_id=False, caller=caller)[0])
-        if not may_use(caller, model):
-            raise ModelNotFound(f"The model `{reference}` does not exist or is not deployed.")
-        return model
+            return self._registry.resolve(self.deployed(reference, by_id=False, caller=caller)[0], caller)
 
     def find_for(self, req: Request, reference: str) -> AnyModel:
         """``find`` for the request's caller, and the request counted as that model's

@@ -35,13 +35,13 @@ from ..store.cluster import ClusterSettings
 from ..models.connectors import Action, Connector, UpstreamRequest, merge_parameters, render_request
 from ..access.keys import Caller
 from ..access.budgets import Accountant, Admission
-from ..errors import BadRequest, Forbidden, MLStreamError, NotFound, ShuttingDown, UpstreamError
+from ..errors import AccessDenied, BadRequest, Forbidden, MLStreamError, NotFound, ShuttingDown, UpstreamError
 from ..guard.guardrails import Checks, Guardrails, check_input, check_output
 from ..wire.jsonpath import PathNotFound, compile_path
 from ..metrics import Metrics
 from ..providers import Dialect, StreamKind, dialect_for, known_dialect
 from ..usage.limits import RateLimiter
-from ..models.registry import AnyModel, ResolvedModel, RouterModel, may_use
+from ..models.registry import AnyModel, ResolvedModel, RouterModel
 from ..models.routing import RouterHealth, Routing, candidates, retry_class
 from ..settings.server import ServerSettings
 from ..speedups import loads_json
@@ -222,7 +222,7 @@ class Predictor:
                  server: ServerSettings, rate_limiter: RateLimiter | None = None,
                  accountant: Accountant | None = None,
                  guardrail_checks: Checks | None = None,
-                 resolve: Callable[[str], AnyModel] | None = None,
+                 resolve: Callable[[str, Caller | None], AnyModel] | None = None,
                  router_health: RouterHealth | None = None, telemetry: Telemetry | None = None,
                  watcher: Watcher | None = None) -> None:
         self._cluster = cluster
@@ -284,7 +284,10 @@ class Predictor:
                             asked, self._guardrail_checks)
         if self._accountant is not None:
             request_bytes = sum(len(call.request.body or b"") for call in calls)
-            estimate = _estimated_cost(model, calls, request_bytes) if meter.caller is not None else 0.0
+            caller = meter.caller
+            budgeted = caller is not None and (caller.key.limits.budget is not None
+                                               or caller.tenant.limits.budget is not None)
+            estimate = _estimated_cost(model, calls, request_bytes) if budgeted else 0.0
             if meter.admission is None:
                 meter.admission = self._accountant.admit(meter.caller, model.model_id, estimate)
             else:  # a router's target: recorded as itself, its cost reserved once known
@@ -553,7 +556,7 @@ class _Attempts:
     stream ends while the reader is between targets: a small lock keeps the count right."""
 
     def __init__(self, predictor: Predictor, router: RouterModel, bind: Bind, meter: CallMeter, stream: bool,
-                 resolve: Callable[[str], AnyModel]) -> None:
+                 resolve: Callable[[str, Caller | None], AnyModel]) -> None:
         self._predictor = predictor
         self._router = router
         self._bind = bind
@@ -570,7 +573,7 @@ class _Attempts:
 
     def _routing_of(self, model_id: str) -> Routing | None:
         try:
-            model = self._resolve(model_id)
+            model = self._resolve(model_id, self._meter.caller)
         except MLStreamError:
             return None  # tried as a plain model: its own error says why it cannot serve
         return model.routing if isinstance(model, RouterModel) else None
@@ -602,19 +605,19 @@ class _Attempts:
             self._current = (owner, target, routing)
             self._meter.target = target
             try:
-                model = self._resolve(target)
-                if not may_use(self._meter.caller, model):
-                    # Every target is checked against the caller: one it may not use is
-                    # skipped, and the call ends with an earlier target's own failure.
-                    self._tried.append(f"{target}: not available to this API key")
-                    self._metrics.routing_attempt(owner, target, "unavailable")
-                    error = error or NotFound(f"model [{target}] is not available to this API key")
-                    continue
+                model = self._resolve(target, self._meter.caller)
                 if not isinstance(model, ResolvedModel):
                     raise BadRequest(f"model [{target}] nests routers too deep")
                 bound = self._bind(model)
                 prepared = self._predictor.prepare(model, bound.ask, self._meter, stream=self._stream,
                                                    dialect=bound.dialect)
+            except AccessDenied:
+                # Every target is checked against the caller: one it may not use is skipped
+                # (never called, never deployed), and the call ends with an earlier target's failure.
+                self._tried.append(f"{target}: not available to this API key")
+                self._metrics.routing_attempt(owner, target, "unavailable")
+                error = error or NotFound(f"model [{target}] is not available to this API key")
+                continue
             except (NotFound, Forbidden) as missing:  # deleted or disabled since: the others may serve
                 self._tried.append(f"{target}: {missing.reason}")
                 self._metrics.routing_attempt(owner, target, "unavailable")

@@ -21,7 +21,7 @@ from ..access.keys import Caller
 from ..access.policy import GroupAccess, group_access, is_owner, may_manage_group, may_reach_group, may_use_model
 from .groups import NO_GROUP_PRIVILEGE, NO_MODEL_PRIVILEGE, access_fields, group_name, ownership
 from ..settings.endpoints import EndpointPolicy
-from ..errors import BadRequest, Conflict, Forbidden, IndexNotFound, NotFound
+from ..errors import AccessDenied, BadRequest, Conflict, Forbidden, IndexNotFound, NotFound
 from ..guard.guardrails import Guardrails, parse as parse_guardrails
 from .interfaces import preset_interface
 from . import fields as model_fields
@@ -504,9 +504,10 @@ class Registry:
             self._store.delete("controller", model_id)  # as ml-commons: its controller goes with it
         self._invalidate()
 
-    def resolve(self, model_id: str) -> AnyModel:
+    def resolve(self, model_id: str, caller: Caller | None = None) -> AnyModel:
         """The model for a predict call, deploying it on first use (ml-commons' auto-deploy).
-        The call counts as the model's use for its TTL (``deploy_setting.model_ttl_minutes``)."""
+        The call counts as the model's use for its TTL (``deploy_setting.model_ttl_minutes``).
+        AccessDenied when ``caller`` may not use it, checked before anything is deployed."""
         counter = self._store.change_counter()
         with self._cache_lock:
             if counter != self._seen_counter:
@@ -518,9 +519,15 @@ class Registry:
             if cached is not None and cached.ttl_minutes >= 0:
                 self._accessed[model_id] = self._clock()
         if cached is not None:
+            if not may_use(caller, cached):
+                raise AccessDenied(NO_MODEL_PRIVILEGE)
             return _enabled(cached)
         with self._store.transaction():
             record = self._model_record(model_id)
+            group_record = self._store.get("model_group", record.doc.get("model_group_id") or "")
+            group = None if group_record is None else group_access(group_record.id, group_record.doc)
+            if not may_use_model(caller, model_id, record.doc.get("name"), group):
+                raise AccessDenied(NO_MODEL_PRIVILEGE)
             if record.doc.get("model_state") != DEPLOYED:
                 if not self._auto_deploy():
                     raise BadRequest(f"Model not ready yet. Please deploy the model first: {model_id} "
@@ -530,8 +537,6 @@ class Registry:
                                      f"Model ID: {model_id}")
                 record = self._set_state(record, DEPLOYED)
             connector = self._model_connector(record) if "routing" not in record.doc else None
-            group_record = self._store.get("model_group", record.doc.get("model_group_id") or "")
-            group = None if group_record is None else group_access(group_record.id, group_record.doc)
         limiter = record.doc.get("rate_limiter")
         limit = parse_rate_limiter(limiter) if limiter else None
         enabled = record.doc.get("is_enabled") is not False

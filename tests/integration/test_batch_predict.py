@@ -24,7 +24,7 @@ from mlstream.testing.fake_batch import FakeBedrockBatch, FakeOpenAIBatches
 
 from ..support.aws import isolate_aws_environment
 from ..support.clients import Client
-from ..support.connectors import host
+from ..support.connectors import host, openai_batch_connector
 
 TASKS = "/_plugins/_ml/tasks"
 
@@ -49,27 +49,6 @@ def bedrock_jobs() -> Iterator[FakeBedrockBatch]:
 @pytest.fixture
 def api(server: Server) -> Client:
     return Client(server.url)
-
-
-def openai_batch_connector(fake: FakeOpenAIBatches, *, with_status: bool = True) -> dict[str, Any]:
-    """The connector of OpenSearch's Batch Predict API page: batch_predict with its
-    status and cancel actions written out."""
-    base = f"http://{host(fake)}/v1/batches"
-    auth = {"Authorization": "Bearer ${credential.openAI_key}"}
-    actions: list[dict[str, Any]] = [
-        {"action_type": "batch_predict", "method": "POST", "url": base, "headers": auth,
-         "request_body": "{ \"input_file_id\": \"${parameters.input_file_id}\", \"endpoint\": "
-                         "\"${parameters.endpoint}\", \"completion_window\": \"24h\" }"}]
-    if with_status:
-        actions += [{"action_type": "batch_predict_status", "method": "GET", "url": base + "/${parameters.id}",
-                     "headers": auth},
-                    {"action_type": "cancel_batch_predict", "method": "POST",
-                     "url": base + "/${parameters.id}/cancel", "headers": auth}]
-    return {"name": "OpenAI Embedding model", "description": "OpenAI embedding model for testing offline batch",
-            "version": "1", "protocol": "http",
-            "parameters": {"model": "text-embedding-ada-002", "input_file_id": "file-abc",
-                           "endpoint": "/v1/embeddings"},
-            "credential": {"openAI_key": fake.api_key}, "actions": actions}
 
 
 def bedrock_batch_connector(fake: FakeBedrockBatch) -> dict[str, Any]:

@@ -7,7 +7,6 @@ at register and update time; every front."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario
 
 from ..support.clients import Client
-from ..support.connectors import bedrock_connector, maps, openai_connector
+from ..support.connectors import bedrock_connector, closed_port, maps, openai_connector
 from ..support.openai_sdk import sdk
 from ..support.streams import open_stream, stream_body
 from ..support.timeouts import HANG_GUARD, poll_until
@@ -67,13 +66,6 @@ def stream(server: Any, model_id: str) -> Any:
 
 def requests_to(fake: Any) -> int:
     return len(fake.stats.requests)
-
-
-def closed_port() -> str:
-    """``127.0.0.1:<port>`` where nothing listens: a connection there is refused."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
 
 
 # --- the first target fails before answering: the next one serves --------------------------

@@ -14,7 +14,7 @@ from tests.support.clients import Client, bearer, client_with
 from tests.support.connectors import openai_connector
 from tests.support.timeouts import HANG_GUARD, poll_until
 
-from .test_workers import Deployment
+from tests.support.servers import Deployment
 
 pytestmark = pytest.mark.slow
 

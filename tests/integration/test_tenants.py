@@ -10,20 +10,24 @@ fake's request log says which model was reached."""
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
 import openai
 import pytest
+from opensearchpy import AuthorizationException, OpenSearch
 
+from mlstream.access.keys import hash_key
+from mlstream.store.sqlite import Record
 from mlstream.testing.fake_batch import FakeOpenAIBatches
 from mlstream.testing.fake_openai import FakeOpenAI
 from tests.support.clients import Client, bearer, client_with
-from tests.support.connectors import openai_connector
+from tests.support.connectors import closed_port, openai_batch_connector, openai_connector
+from tests.support.servers import MLSTREAM, clean_env
+from tests.support.timeouts import HANG_GUARD
 
-from .test_batch_predict import openai_batch_connector
-from .test_router_models import closed_port
 
 ML = "/_plugins/_ml"
 MLS = "/_plugins/_mlstream"
@@ -233,6 +237,12 @@ def test_another_tenants_model_answers_exactly_like_an_unknown_one(teams):
     with pytest.raises(anthropic.NotFoundError):
         claude.messages.create(model="chat-a", max_tokens=5, messages=CHAT)
     assert sdk.chat.completions.create(model="chat-b", messages=CHAT).choices[0].message.content
+    # opensearch-py on the ml-commons routes: ml-commons' 403
+    search = OpenSearch(hosts=[teams.server.url], http_auth=("b-user", teams.secrets["b-user"]), timeout=20)
+    with pytest.raises(AuthorizationException) as denied_403:
+        search.transport.perform_request("GET", f"{ML}/models/{teams.models['chat-a']}")
+    assert "doesn't have privilege" in str(denied_403.value.info)
+    assert search.transport.perform_request("GET", f"{ML}/models/{teams.models['chat-b']}")["name"] == "chat-b"
 
 
 # --- listing equals enforcement ---------------------------------------------------------------------
@@ -361,3 +371,70 @@ def test_usage_carries_the_tenant_and_a_tenant_admin_sees_its_tenants(teams):
     assert [(r["key"], r["tenant"]) for r in mine] == [("a-user", "team-a")]
     assert teams.clients["b-user"].ok("GET", f"{MLS}/usage")["totals"]["requests"] == 1
 
+
+
+# --- upgrade: a single-team deployment from before tenants ------------------------------------------
+
+def test_keys_and_groups_stored_before_tenants_work_unchanged(make_server, fake):
+    server = make_server()
+    open_client = Client(server.url)
+    # as a release before tenants left them: a group with access fields and no owner, keys
+    # without tenant, backend roles or models
+    group = open_client.ok("POST", f"{ML}/model_groups/_register", {"name": "old", "access_mode": "private"})
+    model_id = open_client.register(open_client.create_connector(openai_connector(fake)),
+                                    model_group_id=group["model_group_id"])
+    secrets_by_role = {}
+    for role in ("admin", "user"):
+        secret = f"mls_old-{role}-secret-000000000000000000000000"
+        server.app.store.put("apikey", Record(f"old{role}", {"name": f"old-{role}", "role": role,
+                                                             "created_time": 1}, hash_key(secret)))
+        secrets_by_role[role] = secret
+    user = client_with(server.url, bearer(secrets_by_role["user"]))
+    admin = client_with(server.url, bearer(secrets_by_role["admin"]))
+    assert predict(user, model_id).status == 200
+    assert chat(user, model_id).status == 200
+    assert [e["id"] for e in user.ok("GET", "/v1/models")["data"]] == [model_id]
+    assert user.ok("GET", f"{ML}/model_groups/{group['model_group_id']}")["access"] == "private"
+    listed = admin.ok("GET", f"{MLS}/keys")["keys"]
+    assert {(k["name"], k["tenant"], k["models"]) for k in listed} == {("old-admin", "default", None),
+                                                                       ("old-user", "default", None)}
+    assert chat(user, model_id).headers.get("x-ratelimit-limit-requests") is None  # no limit, no headers
+    records = admin.ok("GET", f"{MLS}/usage/records")["records"]
+    assert {r["tenant"] for r in records} == {"default"}
+
+
+def test_the_tenants_command(tmp_path):
+    data = str(tmp_path / "data")
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([*MLSTREAM, *args, "--data-dir", data], capture_output=True, text=True,
+                              timeout=HANG_GUARD, env=clean_env())
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "created tenant team-a (models chat-a,chat-b, budget 5/day)" in cli(
+        "tenants", "create", "team-a", "--models", "chat-a,chat-b", "--budget", "5", "--budget-period", "day")
+    cli("keys", "create", "--role", "tenant_admin", "--name", "lead", "--tenant", "team-a", "--backend-roles", "x,y")
+    cli("keys", "create", "--role", "user", "--name", "app")
+    rows = [line.split() for line in cli("keys", "list", "--tenant", "team-a").splitlines()[1:]]
+    assert [row[1:4] for row in rows] == [["tenant_admin", "lead", "team-a"]]
+    assert "updated tenant team-a (models all, budget 5/day, rpm 9)" in cli(
+        "tenants", "update", "team-a", "--all-models", "--rpm", "9")
+    assert [line.split()[0] for line in cli("tenants", "list").splitlines()[1:]] == ["default", "team-a"]
+    assert "revoked its 1 keys" in cli("tenants", "delete", "team-a")
+    assert [line.split()[2] for line in cli("keys", "list").splitlines()[1:]] == ["app"]
+    refused = subprocess.run([*MLSTREAM, "keys", "create", "--role", "user", "--tenant", "nowhere", "--data-dir", data],
+                             capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env())
+    assert refused.returncode == 2 and "no tenant named [nowhere]" in refused.stderr
+
+
+def test_a_refused_call_deploys_nothing(teams, fake):
+    connector_id = teams.admin.ok("POST", f"{ML}/connectors/_create", openai_connector(fake))["connector_id"]
+    cold = teams.admin.ok("POST", f"{ML}/models/_register", {"name": "cold", "function_name": "remote",
+                                                              "connector_id": connector_id})["model_id"]
+    b_user = teams.clients["b-user"]
+    assert predict(b_user, cold).status == 403
+    assert chat(b_user, cold).status == 404
+    assert teams.admin.ok("GET", f"{ML}/models/{cold}")["model_state"] == "REGISTERED"
+    assert predict(teams.admin, cold).status == 200  # the admin's call deploys it, as ml-commons does
+    assert teams.admin.ok("GET", f"{ML}/models/{cold}")["model_state"] == "DEPLOYED"

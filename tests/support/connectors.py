@@ -4,8 +4,10 @@ Bedrock Converse blueprint, and the Bedrock/OpenAI embedding blueprints."""
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
+from mlstream.testing.fake_batch import FakeOpenAIBatches
 from mlstream.testing.fake_bedrock import FakeBedrock
 from mlstream.testing.fake_openai import FakeOpenAI
 
@@ -142,3 +144,31 @@ def bedrock_model(client: Client, bedrock: Any, name: str = "claude", **fake: An
     connector = bedrock_connector(bedrock)
     connector["parameters"]["fake"] = fake
     return client.register(client.create_connector(connector), name=name)
+
+
+def openai_batch_connector(fake: FakeOpenAIBatches, *, with_status: bool = True) -> dict[str, Any]:
+    """The connector of OpenSearch's Batch Predict API page: batch_predict with its
+    status and cancel actions written out."""
+    base = f"http://{host(fake)}/v1/batches"
+    auth = {"Authorization": "Bearer ${credential.openAI_key}"}
+    actions: list[dict[str, Any]] = [
+        {"action_type": "batch_predict", "method": "POST", "url": base, "headers": auth,
+         "request_body": "{ \"input_file_id\": \"${parameters.input_file_id}\", \"endpoint\": "
+                         "\"${parameters.endpoint}\", \"completion_window\": \"24h\" }"}]
+    if with_status:
+        actions += [{"action_type": "batch_predict_status", "method": "GET", "url": base + "/${parameters.id}",
+                     "headers": auth},
+                    {"action_type": "cancel_batch_predict", "method": "POST",
+                     "url": base + "/${parameters.id}/cancel", "headers": auth}]
+    return {"name": "OpenAI Embedding model", "description": "OpenAI embedding model for testing offline batch",
+            "version": "1", "protocol": "http",
+            "parameters": {"model": "text-embedding-ada-002", "input_file_id": "file-abc",
+                           "endpoint": "/v1/embeddings"},
+            "credential": {"openAI_key": fake.api_key}, "actions": actions}
+
+
+def closed_port() -> str:
+    """``127.0.0.1:<port>`` where nothing listens: a connection there is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"

@@ -11,6 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
+import psutil
 import pytest
 
 from .timeouts import HANG_GUARD
@@ -93,3 +94,44 @@ def create_key(data_dir: Path, role: str, name: str) -> str:
     assert result.stdout.count(key) == 1, result.stdout  # shown once
     assert key not in result.stderr
     return key
+
+
+class Deployment:
+    """A supervisor started with ``--workers``; its stderr goes to a file (never a full pipe)."""
+
+    def __init__(self, tmp_path: Path, workers: int, *extra: str) -> None:
+        self.log = tmp_path / "stderr.log"
+        with self.log.open("w") as stderr:
+            self.process = subprocess.Popen(
+                [*MLSTREAM, "serve", "--port", "0", "--data-dir", str(tmp_path / "data"), "--workers", str(workers),
+                 "--allow-private-endpoints", "--trusted-endpoint", LOOPBACK_TRUST, "--drain-timeout", "10",
+                 "--stream-workers", "8", *extra],
+                stdout=subprocess.PIPE, stderr=stderr, text=True, env=clean_env())
+        line = self.process.stdout.readline()
+        assert line.startswith("mlstream listening on http://"), (line, self.log.read_text())
+        self.url = line.split()[-1]
+        self.port = int(self.url.rsplit(":", 1)[1])
+
+    def workers(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children()
+
+    def listening(self) -> set[int]:
+        """Pids of the processes with a listening socket on the port."""
+        return {worker.pid for worker in self.workers()
+                for conn in worker.net_connections("tcp")
+                if conn.status == psutil.CONN_LISTEN and conn.laddr.port == self.port}
+
+    def serving(self) -> set[int]:
+        """Pids of the workers holding a client connection on the port."""
+        return {worker.pid for worker in self.workers()
+                for conn in worker.net_connections("tcp")
+                if conn.status == psutil.CONN_ESTABLISHED and conn.laddr.port == self.port}
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(HANG_GUARD * 3)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait(HANG_GUARD)

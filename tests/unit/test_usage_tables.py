@@ -28,15 +28,16 @@ from mlstream.metrics import Metrics
 from mlstream.usage.limits import RateLimiter
 from mlstream.store.sqlite import Record, SQLiteStore
 from mlstream.store.postgres import MIGRATIONS, PostgresStore
-from mlstream.usage.records import KeyLimits, UsageQuery, UsageRecord, period_bounds
+from mlstream.usage.records import DAY_MS, KeyLimits, UsageQuery, UsageRecord, period_bounds
 from mlstream.usage.recorder import UsageRecorder
-from mlstream.usage.tables import POSTGRES_SCHEMA, SQLiteUsage, UsageTables
+from mlstream.usage.tables import POSTGRES_SCHEMA, RESERVATION_SECONDS, SQLiteUsage, UsageTables
 
 T0 = 1_764_633_600_000  # 2025-12-02T00:00:00Z
 HOUR = 3_600_000
 
 from ..support.pools import StubPool
 from ..support.stores import fresh_database
+from ..support.timeouts import HANG_GUARD
 
 
 def rec(key: str = "k1", model: str = "m1", *, t: int = T0, inp: int = 10, out: int = 5, cached: int = 0,
@@ -306,6 +307,20 @@ OLD_SQLITE_SCHEMA = (
 OLD_WINDOW_ROWS = "INSERT INTO usage_window (key_id, kind, t, amount) VALUES ('k', 't', {0}, 40), ('k', 'r', {0}, 1)"
 
 
+# A record written before tenants (issue 39): no tenant column.
+OLD_RECORD_ROW = ("INSERT INTO usage_record (time_ms, key_id, key_name, model_id, interface, route, status, outcome,"
+                  " input_tokens, output_tokens, cached_input_tokens, estimated, first_token_ms, duration_ms, cost,"
+                  " request_id) VALUES ({0}, 'old', 'old-key', 'm', 'i', 'r', 200, 'ok', 3, 4, 0, {1}, NULL, 1.0, 0.5,"
+                  " 'req-old')")
+
+
+def check_the_old_record_is_the_default_tenants(tables: UsageTables, now: float) -> None:
+    window = UsageQuery(int(now * 1000) - 1000, int(now * 1000) + 100_000, key_id="old")
+    assert [(r.request_id, r.tenant) for r in tables.records(window)] == [("req-old", "default")]
+    by_tenant, _ = tables.summarize(UsageQuery(window.from_ms, window.to_ms, group_by=("tenant",)))
+    assert [(groups["tenant"], sums.requests) for groups, sums in by_tenant] == [("default", 1)]
+
+
 def check_the_old_windows_count(tables: UsageTables, now: float) -> None:
     """The rows written under the old schema still count, and new ones go in beside them."""
     assert tables.window_tokens("k", now=now + 1)[0] == 40
@@ -322,6 +337,7 @@ def test_a_usage_db_of_the_old_schema_is_upgraded_in_place(tmp_path):
         for sql in OLD_SQLITE_SCHEMA:
             db.execute(sql)
         db.execute(OLD_WINDOW_ROWS.format(now))
+        db.execute(OLD_RECORD_ROW.format(int(now * 1000), 0))
     for reopened in range(2):  # upgraded once; opening it again finds nothing to do
         store = SQLiteStore(tmp_path)
         try:
@@ -329,6 +345,7 @@ def test_a_usage_db_of_the_old_schema_is_upgraded_in_place(tmp_path):
                 check_the_old_windows_count(store.usage(), now)
             else:
                 assert store.usage().window_tokens("k", now=now + 3)[0] == 42
+            check_the_old_record_is_the_default_tenants(store.usage(), now)
         finally:
             store.close()
     with sqlite3.connect(tmp_path / SQLiteUsage.FILENAME) as db:
@@ -342,7 +359,8 @@ def test_a_usage_db_of_the_old_schema_is_upgraded_in_place(tmp_path):
 
 def test_a_postgresql_database_of_the_old_schema_is_upgraded_by_a_migration(postgres_url):
     """A database as the releases before issue 42 left it (migrations 1 to 5, as they were
-    and are: migrations never change) is migrated at start, its windows kept."""
+    and are: migrations never change) is migrated at start, its windows and records kept
+    (a record from before tenants is the default tenant's)."""
     now = time.time()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE mlstream_schema_migrations ("
@@ -355,9 +373,12 @@ def test_a_postgresql_database_of_the_old_schema_is_upgraded_by_a_migration(post
         assert "t" in postgres_columns(conn, "mlstream_usage_window")  # the old shape
         conn.execute(f"INSERT INTO mlstream_usage_window (key_id, kind, t, amount) VALUES ('k', 't', {now}, 40),"
                      f" ('k', 'r', {now}, 1)")
+        conn.execute(OLD_RECORD_ROW.replace("INTO usage_record", "INTO mlstream_usage_record")
+                     .format(int(now * 1000), "false"))
     store = PostgresStore(postgres_url)
     try:
         check_the_old_windows_count(store.usage(), now)
+        check_the_old_record_is_the_default_tenants(store.usage(), now)
     finally:
         store.close()
     with psycopg.connect(postgres_url) as conn:
@@ -499,3 +520,49 @@ def test_controller_limits_a_user_on_a_model(make_store):
     controllers.check("m1", "bob")  # no controller, no limit
     with pytest.raises(NotFound):
         controllers.get("m1")
+
+
+# --- budget reservations ---------------------------------------------------------------------------
+
+def test_a_reservation_counts_until_its_record_is_written_then_the_cost_does(make_store):
+    tables = make_store().usage()
+    day = 0
+    assert tables.reserve("s", 10.0, day, DAY_MS, 0.0, 4.0, "r1", now=1.0) is None
+    assert tables.reserve("s", 10.0, day, DAY_MS, 0.0, 4.0, "r2", now=1.0) is None
+    assert tables.reserve("s", 10.0, day, DAY_MS, 0.0, 4.0, "r3", now=1.0) is None  # 8 < 10: let through
+    assert tables.reserve("s", 10.0, day, DAY_MS, 0.0, 4.0, "r4", now=1.0) == 12.0  # 12 >= 10: refused
+    assert tables.reserved("s", now=1.0) == 12.0
+    tables.write([rec("s", cost=1.0)], {("s", 0): 1.0}, {}, now=1.0, released=["r1"])
+    assert tables.reserved("s", now=1.0) == 8.0
+    assert tables.reserve("s", 10.0, day, DAY_MS, 0.0, 1.0, "r5", now=1.0) is None  # 1 spent + 8 reserved < 10
+    tables.release(["r2", "r3", "r5"])
+    assert tables.reserved("s", now=1.0) == 0.0
+    assert tables.reserve("s", 10.0, day, DAY_MS, 9.0, 1.0, "r6", now=1.0) == 10.0  # pending counts too
+    # a reservation expires (a process killed mid-call)
+    assert tables.reserve("t", 1.0, day, DAY_MS, 0.0, 5.0, "x", now=1.0) is None
+    assert tables.reserve("t", 1.0, day, DAY_MS, 0.0, 5.0, "y", now=2.0) == 5.0
+    assert tables.reserved("t", now=1.0 + RESERVATION_SECONDS + 1) == 0.0
+
+
+def test_reservations_hold_a_budget_under_concurrent_admissions(make_store):
+    """A bounded stress loop: 4 threads x 25 admissions of cost 1 against a budget of 10 on
+    two stores opened on one location (two processes' worth): exactly 10 are let through."""
+    first, second = make_store(), make_store()
+    let_through: list[str] = []
+    lock = threading.Lock()
+
+    def admit(tables: UsageTables, worker: int) -> None:
+        for n in range(25):
+            reservation = f"w{worker}-{n}"
+            if tables.reserve("team", 10.0, 0, DAY_MS, 0.0, 1.0, reservation, now=5.0) is None:
+                with lock:
+                    let_through.append(reservation)
+
+    threads = [threading.Thread(target=admit, args=(store.usage(), i))
+               for i, store in enumerate((first, second, first, second))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANG_GUARD)
+    assert len(let_through) == 10
+    assert first.usage().reserved("team", now=5.0) == 10.0

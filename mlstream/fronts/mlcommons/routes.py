@@ -12,11 +12,10 @@ from ... import processing
 from ...inference.batch import BatchJobs
 from ...store.cluster import ClusterSettings
 from ...access.policy import may_see_task, owner_of
-from ...errors import BadRequest, Forbidden, NotFound
+from ...errors import BadRequest, NotFound
 from ...metrics import Metrics
 from ...inference.predict import Ask, Bound, Predictor, check_one_api
-from ...models.groups import NO_MODEL_PRIVILEGE
-from ...models.registry import AnyModel, Registry, RouterModel, may_use
+from ...models.registry import AnyModel, Registry, RouterModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from . import node
 from .errors import ML_COMMONS_FRONT
@@ -187,7 +186,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         events = RoutedEvents(req.meter) if isinstance(model, RouterModel) else ML_COMMONS_EVENTS
         return StreamReply(predictor.stream(model, lambda target: Bound(Ask(parameters)), req.meter), events)
 
-    # any key, on a model it may use; its task is its own (``may_see_owned``)
+    # any key, on a model it may use; its task is its own (``may_see_task``)
     @add("POST", f"{PREFIX}/models/{{model_id}}/_batch_predict", role="user")
     def batch_predict(req: Request) -> Reply:
         if batch is None:
@@ -201,9 +200,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def resolve(req: Request) -> AnyModel:
         """The URL's model, deployed on first use and checked against the caller (ml-commons'
         403); from here the call counts as its prediction."""
-        model = registry.resolve(req.params["model_id"])
-        if not may_use(req.caller, model):
-            raise Forbidden(NO_MODEL_PRIVILEGE)
+        model = registry.resolve(req.params["model_id"], req.caller)
         req.mark_model_resolved()
         return model
 
