@@ -79,9 +79,8 @@ def test_a_tenant_budget_holds_under_32_concurrent_streams_across_two_workers(sh
     per_call = spent / served
     # What one call reserves: its request's bytes as input tokens plus its output cap.
     estimate = max(per_call, 0) + MAX_TOKENS + 64
+    # without reservations the first wave alone admits all 32 and spends ~1,150
     assert BUDGET <= spent < BUDGET + estimate, (spent, served, outcomes.count("refused"))
-    # without reservations the first wave alone would have spent served_in_wave_1 * per_call
-    assert served * per_call < BUDGET + estimate
 
 
 def test_a_key_revoked_through_one_worker_is_refused_by_the_other_at_once(shared, fake):
