@@ -514,9 +514,99 @@ def test_usage_charts_and_csv_after_calls(page, setup: Setup, tmp_path: Path) ->
         page.click("#usage-csv")
     csv = Path(download.value.path()).read_text()
     lines = csv.strip().splitlines()
-    assert lines[0] == "period,key,model,requests,errors,input_tokens,output_tokens,cached_input_tokens,cost"
+    assert lines[0] == "period,tenant,key,model,requests,errors,input_tokens,output_tokens,cached_input_tokens,cost"
     mine = [line for line in lines if model_id in line]
-    assert sum(int(line.split('","')[3]) for line in mine) == 3
+    assert sum(int(line.split('","')[4]) for line in mine) == 3
+    assert all(line.split('","')[1] == "default" for line in mine)
+
+
+# --- tenants (issue 39) -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def teams(setup: Setup) -> dict[str, str]:
+    """Two tenants, each with a user key, and a tenant_admin of the first: name -> secret."""
+    for name in ("console-red", "console-blue"):
+        setup.admin.ok("POST", "/_plugins/_mlstream/tenants", {"name": name})
+    keys = KeyStore(setup.server.app.store)
+    return {name: keys.create(role, name, tenant=tenant)[1] for name, role, tenant in (
+        ("red-lead", "tenant_admin", "console-red"), ("red-dev", "user", "console-red"),
+        ("blue-dev", "user", "console-blue"))}
+
+
+def key_rows(page: Any) -> dict[str, list[str]]:
+    """The keys table: name -> its cells' text."""
+    rows = page.locator("#keys-table tbody tr")
+    return {cells[0]: cells for cells in (rows.nth(i).locator("td").all_text_contents()
+                                           for i in range(rows.count()))}
+
+
+def test_a_tenant_admin_sees_and_makes_only_its_tenants_keys(page, setup: Setup, teams: dict[str, str]) -> None:
+    sign_in(page, setup, teams["red-lead"], hash_="#keys")
+    page.wait_for_selector("#page-keys:not([hidden])")
+    assert page.text_content("#who-role") == "tenant_admin key · tenant console-red"
+    page.wait_for_selector("#keys-table tbody tr:has-text('red-dev')")
+    listed = key_rows(page)
+    assert set(listed) == {"red-lead", "red-dev"}, listed  # blue's key, the admins' keys: not shown
+    assert listed["red-dev"][1:3] == ["user", "console-red"]
+    # nothing to pick that the API would refuse: no tenant, no admin role
+    assert page.is_hidden("#keys-tenant-bar") and page.is_hidden("#key-tenant-field")
+    assert page.eval_on_selector("#key-role option[value=admin]", "option => option.disabled")
+
+    page.fill("#key-name", "red-bot")
+    page.select_option("#key-role", "user")
+    page.fill("#key-models", "gpt-small, gpt-large")
+    page.fill("#key-backend-roles", "search, ops")
+    page.click("#key-form button[type=submit]")
+    page.wait_for_selector("#secret-box:not([hidden])")
+    page.wait_for_selector("#keys-table tbody tr:has-text('red-bot')")
+    created = setup.admin.ok("GET", "/_plugins/_mlstream/keys/red-bot")
+    assert {k: created[k] for k in ("role", "tenant", "models", "backend_roles")} == {
+        "role": "user", "tenant": "console-red", "models": ["gpt-small", "gpt-large"],
+        "backend_roles": ["search", "ops"]}
+    assert key_rows(page)["red-bot"][3:5] == ["gpt-small, gpt-large", "search, ops"]
+    shoot(page, setup, "keys-tenant-admin")
+
+    go(page, "usage")
+    assert page.is_hidden("#usage-tenant-field")
+    assert page.eval_on_selector("#usage-by option[value=tenant]", "option => option.hidden")
+
+
+def test_an_admin_sees_keys_and_usage_by_tenant(page, setup: Setup, teams: dict[str, str]) -> None:
+    model_id = setup.model("tenants' model", Scenario(chunks=3))
+    for name in ("red-dev", "blue-dev"):
+        reply = client_with(setup.url, bearer(teams[name])).call(
+            "POST", f"/_plugins/_ml/models/{model_id}/_predict", {"parameters": {"messages": [
+                {"role": "user", "content": "hi"}]}})
+        assert reply.status == 200, reply.body
+    sign_in(page, setup, hash_="#keys")
+    page.wait_for_selector("#keys-table tbody tr:has-text('blue-dev')")
+    assert key_rows(page)["blue-dev"][2] == "console-blue"
+    page.wait_for_selector("#keys-tenant option[value=console-blue]", state="attached")
+    page.select_option("#keys-tenant", "console-blue")
+    page.locator("#keys-table tbody tr", has_text="red-dev").wait_for(state="detached")
+    assert set(key_rows(page)) == {"blue-dev"}
+
+    page.fill("#key-name", "blue-lead")
+    page.select_option("#key-role", "tenant_admin")
+    page.select_option("#key-tenant", "console-blue")
+    page.click("#key-form button[type=submit]")
+    page.wait_for_selector("#keys-table tbody tr:has-text('blue-lead')")
+    created = setup.admin.ok("GET", "/_plugins/_mlstream/keys/blue-lead")
+    assert (created["role"], created["tenant"]) == ("tenant_admin", "console-blue")
+    assert page.input_value("#key-tenant") == "default"  # the form is reset to the default tenant
+
+    go(page, "usage")
+    page.wait_for_selector("#usage-tenant option[value=console-red]", state="attached")
+    page.select_option("#usage-by", "tenant")
+    page.wait_for_selector("#usage-tokens-chart path.line[data-series='console-blue']", state="attached")
+    legend = page.text_content("#usage-tokens-chart .legend")
+    assert "console-red" in legend and "console-blue" in legend
+    page.select_option("#usage-tenant", "console-red")
+    page.locator("#usage-tokens-chart path.line[data-series='console-blue']").wait_for(state="detached")
+    tenants = {cells[1] for cells in (row.locator("td").all_text_contents()
+                                      for row in page.locator("#usage-table tbody tr").all())}
+    assert tenants == {"console-red"}, tenants
+    shoot(page, setup, "usage-tenants")
 
 
 def test_the_pages_arithmetic_quantiles_and_csv_cells(page, setup: Setup) -> None:

@@ -10,7 +10,8 @@ import * as usage from "./page-usage.js";
 
 const PAGES = {overview, models, keys, usage, playground};
 let current = null;
-let role = null;  // "admin" or "user" (an open server, without keys, counts as admin)
+let role = null;  // "admin", "tenant_admin" or "user" (an open server, without keys, counts as admin)
+let tenant = null;  // a tenant_admin's tenant (the page shows nothing of another)
 
 async function signIn(event) {
   event.preventDefault();
@@ -40,32 +41,40 @@ async function signIn(event) {
   await enter();
 }
 
-// Which pages this key may use: a key that may read cluster settings is an admin's.
+// Which pages this key may use: a key that may read cluster settings is an admin's; one
+// refused those but allowed the key list is a tenant_admin's (that list is its tenant's only).
 async function detectRole() {
   try {
-    const response = await request("GET", "/_cluster/settings");
-    return response.status === 403 ? "user" : "admin";
+    if ((await request("GET", "/_cluster/settings")).status !== 403) return {role: "admin", tenant: null};
+    const listed = await request("GET", "/_plugins/_mlstream/keys");
+    if (!listed.ok) return {role: "user", tenant: null};
+    const keys = (await listed.json())?.keys || [];
+    return {role: "tenant_admin", tenant: keys[0]?.tenant ?? null};
   } catch {
-    return "user";
+    return {role: "user", tenant: null};
   }
 }
 
 async function enter() {
-  role = await detectRole();
+  ({role, tenant} = await detectRole());
   if (!storedKey()) return;  // refused meanwhile
   $("sign-in").hidden = true;
   $("nav").hidden = false;
   $("who").hidden = false;
-  $("who-role").textContent = `${role} key`;
-  for (const link of document.querySelectorAll("[data-admin]")) link.parentElement.hidden = role !== "admin";
+  $("who-role").textContent = tenant ? `${role} key · tenant ${tenant}` : `${role} key`;
+  for (const link of document.querySelectorAll("[data-admin]")) link.parentElement.hidden = !managesKeys();
   route();
+}
+
+function managesKeys() {
+  return role === "admin" || role === "tenant_admin";
 }
 
 function signOut(message) {
   current?.hide();
   current = null;
   forgetKey();
-  role = null;
+  role = tenant = null;
   for (const page of document.querySelectorAll(".page")) page.hidden = true;
   $("nav").hidden = true;
   $("who").hidden = true;
@@ -77,7 +86,7 @@ function signOut(message) {
 function route() {
   if (!storedKey() || role === null) return;
   let name = location.hash.replace(/^#/, "");
-  if (!(name in PAGES) || (name === "keys" && role !== "admin")) name = "overview";
+  if (!(name in PAGES) || (name === "keys" && !managesKeys())) name = "overview";
   current?.hide();
   for (const [other, _] of Object.entries(PAGES)) $(`page-${other}`).hidden = other !== name;
   for (const link of document.querySelectorAll("nav a")) {
@@ -86,7 +95,7 @@ function route() {
   }
   current = PAGES[name];
   document.title = `${$(`${name}-title`).textContent} – mlstream console`;
-  current.show({role});
+  current.show({role, tenant});
   $(`${name}-title`).focus();
 }
 

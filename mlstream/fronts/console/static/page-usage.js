@@ -1,4 +1,5 @@
-// Usage: tokens and cost per key or model over time (the usage API), a table, CSV export.
+// Usage: tokens and cost per key, model or tenant over time (the usage API), a table, CSV
+// export. An admin may narrow it to one tenant; the API confines anyone else to their own.
 
 import {api, searchAll} from "./api.js";
 import {lineChart} from "./chart.js";
@@ -8,15 +9,33 @@ const USAGE = "/_plugins/_mlstream/usage";
 const HOUR = 3600 * 1000, DAY = 24 * HOUR;
 let wired = false, tableRows = [];
 
-export function show() {
+export function show({role}) {
   if (!wired) {
     wired = true;
     $("usage-form").addEventListener("submit", (event) => { event.preventDefault(); refresh(); });
     $("usage-range").addEventListener("change", refresh);
     $("usage-by").addEventListener("change", refresh);
+    $("usage-tenant").addEventListener("change", refresh);
     $("usage-csv").addEventListener("click", exportCsv);
   }
-  refresh();
+  const admin = role === "admin";
+  $("usage-tenant-field").hidden = !admin;
+  $("usage-by").querySelector("option[value=tenant]").hidden = !admin;
+  if (!admin) {
+    if ($("usage-by").value === "tenant") $("usage-by").value = "key";
+    $("usage-tenant").value = "";
+    refresh();
+  } else {
+    loadTenants().then(refresh);
+  }
+}
+
+async function loadTenants() {
+  const select = $("usage-tenant"), before = select.value;
+  const tenants = await api("GET", "/_plugins/_mlstream/tenants").then((found) => found?.tenants || [], () => []);
+  select.replaceChildren(h("option", {value: ""}, "all tenants"),
+                         ...tenants.map((tenant) => h("option", {value: String(tenant.name)}, String(tenant.name))));
+  if (tenants.some((tenant) => tenant.name === before)) select.value = before;
 }
 
 export function hide() {}
@@ -40,14 +59,16 @@ async function refresh() {
   const step = unit === "hour" ? HOUR : DAY;
   const by = $("usage-by").value;
   const to = Date.now(), from = to - days * DAY;
-  const query = (groups) => `${USAGE}?from=${from}&to=${to}&group_by=${groups}`;
+  const tenant = $("usage-tenant").value;
+  const only = tenant ? `&tenant=${encodeURIComponent(tenant)}` : "";
+  const query = (groups) => `${USAGE}?from=${from}&to=${to}&group_by=${groups}${only}`;
   try {
     const [chart, table, models] = await Promise.all([
-      api("GET", query(`${unit},${by}`)), api("GET", query(`${unit},key,model`)),
+      api("GET", query(`${unit},${by}`)), api("GET", query(`${unit},tenant,key,model`)),
       searchAll("models").catch(() => []),
     ]);
     const names = new Map(models.map((m) => [m.id, m.name]));
-    const label = (row) => by === "model" ? modelLabel(names, row.model) : String(row.key ?? "");
+    const label = (row) => by === "model" ? modelLabel(names, row.model) : String(row[by] ?? "");
     const times = bucketsOf(from, to, step);
     const groups = [...new Set(chart.rows.map(label))].sort();
     const series = (field) => groups.map((group) => {
@@ -75,16 +96,17 @@ async function refresh() {
         `${formatNumber(totals.input_tokens)} input and ${formatNumber(totals.output_tokens)} output tokens, ` +
         `cost ${totals.cost === null || totals.cost === undefined ? "unknown (no prices)" : formatNumber(totals.cost, 4)}`);
     tableRows = table.rows.map((row) => ({
-      period: String(row[unit] ?? ""), key: String(row.key ?? ""), model: modelLabel(names, row.model),
+      period: String(row[unit] ?? ""), tenant: String(row.tenant ?? ""), key: String(row.key ?? ""),
+      model: modelLabel(names, row.model),
       requests: row.requests, errors: row.errors, input_tokens: row.input_tokens, output_tokens: row.output_tokens,
       cached_input_tokens: row.cached_input_tokens, cost: row.cost,
     }));
     fillTable($("usage-table").tBodies[0], tableRows.map((row) => [
-      h("td", {}, row.period), h("td", {}, row.key), h("td", {}, row.model),
+      h("td", {}, row.period), h("td", {}, row.tenant), h("td", {}, row.key), h("td", {}, row.model),
       ...["requests", "errors", "input_tokens", "output_tokens", "cached_input_tokens"].map((f) =>
         h("td", {class: "num"}, formatNumber(row[f]))),
       h("td", {class: "num"}, row.cost === null || row.cost === undefined ? "–" : formatNumber(row.cost, 6)),
-    ]), "No calls in this period", 9);
+    ]), "No calls in this period", 10);
     say($("usage-message"), "");
   } catch (error) {
     say($("usage-message"), error.reason || String(error));
@@ -104,7 +126,7 @@ export function csvCell(value) {
 }
 
 function exportCsv() {
-  const fields = ["period", "key", "model", "requests", "errors", "input_tokens", "output_tokens",
+  const fields = ["period", "tenant", "key", "model", "requests", "errors", "input_tokens", "output_tokens",
                   "cached_input_tokens", "cost"];
   const lines = [fields.join(","), ...tableRows.map((row) => fields.map((f) => csvCell(row[f])).join(","))];
   const blob = new Blob([lines.join("\r\n") + "\r\n"], {type: "text/csv"});
