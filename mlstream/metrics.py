@@ -80,6 +80,8 @@ class Metrics:
         # Router models' attempts by (router, target, outcome): served, failed (moved on),
         # error (answered), unavailable (deleted or disabled). Bounded as the models are.
         self._routing = Counter[tuple[str, str, str]]()
+        self._cache_requests = Counter[str]()  # by x-mlstream-cache status
+        self._cache_entries = self._cache_bytes = 0  # as the last write or delete found the cache
 
     def stream_finished(self, outcome: str, chunks: int, first_chunk_seconds: float | None,
                         front: str = "ml-commons") -> None:
@@ -127,6 +129,15 @@ class Metrics:
         with self._lock:
             if (router, target, outcome) in self._routing or len(self._routing) < MAX_COUNTED_MODELS:
                 self._routing[(router, target, outcome)] += 1
+
+    def cache_request(self, status: str) -> None:
+        """A request the response cache was asked about: HIT, MISS, REFRESH, BYPASS, DISABLED."""
+        with self._lock:
+            self._cache_requests[status.lower()] += 1
+
+    def cache_size(self, entries: int, size: int) -> None:
+        with self._lock:
+            self._cache_entries, self._cache_bytes = entries, size
 
     def usage_dropped(self) -> None:
         """A usage record the recorder's full queue could not take."""
@@ -229,6 +240,17 @@ class Metrics:
                 "# TYPE mlstream_routing_attempts_total counter",
                 *(f'mlstream_routing_attempts_total{{router="{_label(router)}",target="{_label(target)}",'
                   f'outcome="{outcome}"}} {n}' for (router, target, outcome), n in sorted(self._routing.items())),
+                "# HELP mlstream_cache_requests_total Requests the response cache was asked about, by result "
+                "(hit, miss, refresh, bypass, disabled).",
+                "# TYPE mlstream_cache_requests_total counter",
+                *(f'mlstream_cache_requests_total{{result="{result}"}} {n}'
+                  for result, n in sorted(self._cache_requests.items())),
+                "# HELP mlstream_cache_entries Entries in the response cache (as this process last wrote it).",
+                "# TYPE mlstream_cache_entries gauge",
+                f"mlstream_cache_entries {self._cache_entries}",
+                "# HELP mlstream_cache_bytes Bytes of the response cache's entries (as this process last wrote it).",
+                "# TYPE mlstream_cache_bytes gauge",
+                f"mlstream_cache_bytes {self._cache_bytes}",
                 "# HELP mlstream_http_request_duration_seconds Time to answer (streams: to their end), by route.",
                 "# TYPE mlstream_http_request_duration_seconds histogram",
             ]
@@ -263,6 +285,7 @@ class Histogram:
 
 # Families merged by their minimum rather than their sum.
 _EARLIEST = frozenset({"mlstream_start_time_seconds"})
+_SHARED = frozenset({"mlstream_cache_entries", "mlstream_cache_bytes"})
 
 
 def merge_expositions(texts: list[str]) -> str:
@@ -271,7 +294,8 @@ def merge_expositions(texts: list[str]) -> str:
     Every series we expose is a counter, a histogram bucket/sum/count, or a gauge whose
     total is what a scrape of the deployment means (streams active, queued, worker
     processes), so a sum is right for all of them but a start time, where the earliest
-    is. Families keep their order and stay contiguous; a series only some processes have
+    is, and the response cache's size, which every process sees whole (the largest is the
+    latest one). Families keep their order and stay contiguous; a series only some processes have
     is added at the end of its family.
     """
     families: dict[str, tuple[list[str], dict[str, float]]] = {}
@@ -292,6 +316,8 @@ def merge_expositions(texts: list[str]) -> str:
                 samples = families.setdefault(family, ([], {}))[1]
                 if series in samples and family in _EARLIEST:
                     samples[series] = min(samples[series], float(value))
+                elif series in samples and family in _SHARED:
+                    samples[series] = max(samples[series], float(value))
                 else:
                     samples[series] = samples.get(series, 0.0) + float(value)
     lines: list[str] = []

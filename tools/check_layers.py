@@ -36,6 +36,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("usage", folder("usage")),
     ("fake providers", folder("testing")),
     ("settings", folder("settings")),
+    ("cache rules", folder("caching")),
     ("store", folder("store")),
     ("access", folder("access")),
     ("guard", folder("guard")),

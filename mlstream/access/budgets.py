@@ -99,11 +99,13 @@ class Admission:
     def usage(self, *, interface: str, route: str, status: int, outcome: str, input_tokens: int = 0,
               output_tokens: int = 0, cached_input_tokens: int = 0, estimated: bool = False,
               first_token_ms: float | None = None, duration_ms: float = 0.0, cost: float | None = None,
-              request_id: str = "") -> UsageRecord:
+              request_id: str = "", cache_hit: bool = False, saved_input_tokens: int = 0,
+              saved_output_tokens: int = 0, saved_cost: float | None = None) -> UsageRecord:
         """This call's record (``usage.cost_of(model.pricing, ...)`` gives ``cost``)."""
         return UsageRecord(self.started_ms, self.key_id, self.key_name, self.model_id, interface, route, status,
                            outcome, input_tokens, output_tokens, cached_input_tokens, estimated, first_token_ms,
-                           duration_ms, cost, request_id, self.tenant, self.reservations)
+                           duration_ms, cost, request_id, self.tenant, cache_hit, saved_input_tokens,
+                           saved_output_tokens, saved_cost, self.reservations)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,22 +131,25 @@ class Accountant:
         self._controllers = controllers
         self._clock = clock
 
-    def admit(self, caller: Caller | None, model_id: str, estimate: float = 0.0) -> Admission:
+    def admit(self, caller: Caller | None, model_id: str, estimate: float = 0.0, *,
+              cached: bool = False) -> Admission:
         """Let a call by ``caller`` (None while no key exists) to ``model_id`` through, or raise
         the 429 that says why not (see the module docstring). ``estimate``: the call's cost as
         far as it is known before it is made (0: unknown, nothing reserved). Reads the store
         only for a scope with a budget or tpm; writes it only for a budget with an estimate,
-        an rpm, or a model controller naming the key."""
+        an rpm, or a model controller naming the key. ``cached``: answered from the response
+        cache, so only the controller and rpm apply (it spends no tokens and no budget)."""
         now = self._clock()
         now_ms = int(now * 1000)
         if caller is None:
             return Admission(NO_KEY, NO_KEY, model_id, now_ms)
         key = caller.key
         admission = Admission(key.key_id, key.name, model_id, now_ms, caller.tenant.name)
-        admission = self.reserve(admission, caller, estimate, now)
+        if not cached:
+            admission = self.reserve(admission, caller, estimate, now)
         try:
             rate = RateState()
-            for scope in _scopes(caller):
+            for scope in _scopes(caller) if not cached else ():
                 if scope.limits.tpm is not None:
                     tokens, oldest_leaves = self._tables.window_tokens(scope.scope_id, now)
                     tokens += self._recorder.pending(scope.scope_id, 0, 0)[1]

@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..caching import CACHE_CONTROLS
 from ..errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from ..store.sqlite import Record, Store
 from ..usage.records import DEFAULT_TENANT, NO_KEY, KeyLimits, parse_key_limits
@@ -73,12 +74,15 @@ class ApiKey:
     backend_roles: tuple[str, ...] = ()
     # The models it may call, within its tenant's (None: all of the tenant's).
     models: tuple[str, ...] | None = None
+    # The response cache's controls its requests may use (caching.CACHE_CONTROLS; None: all).
+    allowed_cache_controls: tuple[str, ...] | None = None
 
     def to_body(self) -> dict[str, Any]:
         """The key as the key routes show it: never its secret (only the hash is stored)."""
         return {"key_id": self.key_id, "name": self.name, "role": self.role, "tenant": self.tenant,
                 "backend_roles": list(self.backend_roles),
                 "models": None if self.models is None else list(self.models),
+                "allowed_cache_controls": _listed(self.allowed_cache_controls),
                 "created_time": self.created_time, **self.limits.to_doc()}
 
 
@@ -99,7 +103,7 @@ class Caller:
 
 
 _KEY_FIELDS = frozenset({"name", "role", "budget", "budget_period", "tpm", "rpm", "tenant", "backend_roles",
-                         "models"})
+                         "models", "allowed_cache_controls"})
 
 
 def hash_key(secret: str) -> str:
@@ -114,14 +118,15 @@ class KeyStore:
 
     def create(self, role: str, name: str | None = None, limits: KeyLimits = KeyLimits(), *,
                tenant: str = DEFAULT_TENANT, backend_roles: tuple[str, ...] = (),
-               models: tuple[str, ...] | None = None) -> tuple[ApiKey, str]:
+               models: tuple[str, ...] | None = None,
+               allowed_cache_controls: tuple[str, ...] | None = None) -> tuple[ApiKey, str]:
         """A new key; its name must be free (the key routes find keys by name), its tenant must exist."""
         if role not in ROLES:
             raise BadRequest(f"role must be one of {', '.join(ROLES)}")
         key_id = secrets.token_hex(4)
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
         key = ApiKey(key_id, _checked_name(name) if name is not None else f"key-{key_id}", role,
-                     int(time.time() * 1000), limits, tenant, backend_roles, models)
+                     int(time.time() * 1000), limits, tenant, backend_roles, models, allowed_cache_controls)
         with self._store.transaction():
             self._check_tenant(tenant)
             if self._named(key.name):
@@ -136,7 +141,8 @@ class KeyStore:
         return self.create(body.get("role", "user"), body.get("name"), parse_key_limits(body),
                            tenant=_tenant_name(body.get("tenant", DEFAULT_TENANT)),
                            backend_roles=_backend_roles(body.get("backend_roles")),
-                           models=parse_models(body.get("models")))
+                           models=parse_models(body.get("models")),
+                           allowed_cache_controls=_cache_controls(body.get("allowed_cache_controls")))
 
     def list(self, tenant: str | None = None) -> list[ApiKey]:
         """Every key, or those of ``tenant``."""
@@ -168,7 +174,9 @@ class KeyStore:
                          parse_key_limits(changes, current.limits), tenant,
                          _backend_roles(changes["backend_roles"]) if "backend_roles" in changes
                          else current.backend_roles,
-                         parse_models(changes["models"]) if "models" in changes else current.models)
+                         parse_models(changes["models"]) if "models" in changes else current.models,
+                         _cache_controls(changes["allowed_cache_controls"]) if "allowed_cache_controls" in changes
+                         else current.allowed_cache_controls)
             self._store.put("apikey", Record(record.id, _doc(key), record.secret))
         return key
 
@@ -320,7 +328,20 @@ def _key(record: Record) -> ApiKey:
     models = doc.get("models")
     return ApiKey(record.id, doc.get("name", ""), doc.get("role", "user"), doc.get("created_time", 0),
                   KeyLimits.from_doc(doc), doc.get("tenant", DEFAULT_TENANT), tuple(doc.get("backend_roles") or ()),
-                  None if models is None else tuple(models))
+                  None if models is None else tuple(models),
+                  None if doc.get("allowed_cache_controls") is None else tuple(doc["allowed_cache_controls"]))
+
+
+def _listed(values: tuple[str, ...] | None) -> list[str] | None:
+    return None if values is None else list(values)
+
+
+def _cache_controls(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v in CACHE_CONTROLS for v in value):
+        raise BadRequest(f"[allowed_cache_controls] must be a list of {', '.join(CACHE_CONTROLS)}")
+    return tuple(dict.fromkeys(value))
 
 
 def _loaded_tenant(name: str, records: Mapping[str, Record]) -> Tenant | None:
@@ -332,7 +353,8 @@ def _loaded_tenant(name: str, records: Mapping[str, Record]) -> Tenant | None:
 
 def _doc(key: ApiKey) -> dict[str, Any]:
     return {"name": key.name, "role": key.role, "created_time": key.created_time, "tenant": key.tenant,
-            "backend_roles": list(key.backend_roles), "models": None if key.models is None else list(key.models),
+            "backend_roles": list(key.backend_roles), "models": _listed(key.models),
+            "allowed_cache_controls": _listed(key.allowed_cache_controls),
             **key.limits.to_doc()}
 
 

@@ -60,6 +60,7 @@ from ..fronts.mlcommons.indices import add_index_routes
 from ..fronts.mlcommons.routes import build_router
 from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.mlcommons.usage_routes import add_usage_routes
+from ..inference.cache import ResponseCache
 from ..fronts.openai.routes import add_openai_routes
 from ..fronts.responses.keeper import ResponseKeeper
 from ..fronts.responses.routes import add_responses_routes
@@ -159,10 +160,14 @@ class App:
         self.recorder = UsageRecorder(self.usage_tables, self.metrics)
         self.controllers = Controllers(self.store, RateLimiter(self.store if shared else None))
         self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
+        # The response cache: its table opened on first use (a deployment that never turns it on
+        # never makes cache.db).
+        self.cache = ResponseCache(self.store.cache, settings, self.metrics)
         self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
                                    RateLimiter(self.store if shared else None), self.accountant,
                                    Checks(self.stop_words.percolate, self.ask_guardrail_model),
-                                   resolve=self.registry.resolve, telemetry=self.telemetry, watcher=self.watcher)
+                                   resolve=self.registry.resolve, telemetry=self.telemetry, watcher=self.watcher,
+                                   cache=self.cache)
         # Batch predict jobs at the providers, and the thread that polls them.
         self.batch = BatchJobs(self.registry, self.predictor, self.cluster)
         self.in_flight = InFlight()
@@ -173,7 +178,7 @@ class App:
                                    batch=self.batch)
         add_openai_routes(self.router, self.registry, self.predictor)
         add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
-                         self.controllers, TenantStore(self.store))
+                         self.controllers, TenantStore(self.store), self.cache)
         add_anthropic_routes(self.router, self.registry, self.predictor)
         self.responses_kept = ResponseKeeper(self.store, shared=shared)  # the Responses front's, off its streams
         add_responses_routes(self.router, self.registry, self.predictor, self.responses_kept,

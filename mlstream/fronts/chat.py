@@ -20,9 +20,15 @@ Nothing here sends anything: the front hands the binding to ``Predictor.call`` o
 
 from __future__ import annotations
 
+import json
+import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ..caching import Entry
+from ..inference.cache import CacheUse, Pieces
 
 from ..errors import BadRequest
 from ..inference.predict import Ask, Bound, Prepared
@@ -101,3 +107,99 @@ def read_completion(completion: Mapping[str, Any]) -> ChatAnswer:
 def stream_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
     """A stream's Done usage (the provider's names) under OpenAI's, zeros when it gave none."""
     return wire.openai_usage(usage) or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
+# --- the response cache (inference.cache): a chat answer, stream or not ----------------------
+
+def chat_cache_use(interface: str, body: Mapping[str, Any], *, relayed_chunks: bool = False,
+                   model: str = "") -> CacheUse:
+    """A chat front's request as the response cache reads it. Its non-stream answer is a
+    chat.completion (a dict, or the provider's JSON text); a stream's pieces are text,
+    reasoning and whole tool calls, so either serves the other. ``relayed_chunks``: the
+    front relays an OpenAI provider's own chunks, read into pieces when stored. A request
+    for several choices (``n``) is served only as it was made (stream or not)."""
+    if body.get("n") not in (None, 1):
+        return CacheUse(interface, body)
+    return CacheUse(interface, body, answer_of=lambda entry: {**completion_of_pieces(entry), "model": model},
+                    pieces_of=pieces_of_completion,
+                    chunks=pieces_of_chunks if relayed_chunks else None)
+
+
+def pieces_of_completion(answer: Any) -> tuple[Pieces, str | None, dict[str, int] | None]:
+    """A chat.completion as a stream's pieces: reasoning, text, then each tool call."""
+    completion = wire.loads_answer(answer.encode("utf-8")) if isinstance(answer, str) else answer
+    read = read_completion(completion if isinstance(completion, Mapping) else {})
+    pieces: Pieces = []
+    if read.reasoning:
+        pieces.append(("r", read.reasoning))
+    if read.text:
+        pieces.append(("d", read.text))
+    pieces += [("d", _function_call(call)) for call in read.calls]
+    return pieces, read.finish_reason, dict(read.usage) or None
+
+
+def completion_of_pieces(entry: Entry) -> dict[str, Any]:
+    """A stream's entry as a chat.completion, as a non-stream call would have answered."""
+    text, reasoning, calls = [], [], []
+    for kind, value in entry.pieces or ():
+        if kind == "r":
+            reasoning.append(value)
+        elif isinstance(value, str):
+            text.append(value)
+        elif (call := wire.tool_call(value)) is not None:
+            calls.append(_function_call(call))
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text or not calls else None}
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    if calls:
+        message["tool_calls"] = calls
+    finish = wire.finish_reason(entry.finish_reason) or "stop"
+    if calls and finish == "stop":
+        finish = "tool_calls"
+    return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": "", "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+            "usage": stream_usage(entry.usage)}
+
+
+def pieces_of_chunks(chunks: list[str | bytes]) -> tuple[Pieces, str | None, dict[str, int] | None] | None:
+    """An OpenAI provider's relayed chat.completion.chunk texts as pieces: one per content or
+    reasoning delta (chunked as they came), tool calls assembled whole at the end. None for
+    chunks that are not one choice's (several choices, or not JSON): not stored."""
+    pieces: Pieces = []
+    calls: dict[int, dict[str, str]] = {}
+    finish: str | None = None
+    usage: dict[str, int] | None = None
+    for data in chunks:
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(chunk, dict):
+            return None
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                return None
+            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            if isinstance(delta.get("reasoning_content"), str) and delta["reasoning_content"]:
+                pieces.append(("r", delta["reasoning_content"]))
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                pieces.append(("d", delta["content"]))
+            for part in delta.get("tool_calls") or ():
+                if not isinstance(part, dict):
+                    continue
+                call = calls.setdefault(int(part.get("index") or 0), {"id": "", "name": "", "arguments": ""})
+                function = part.get("function") if isinstance(part.get("function"), dict) else {}
+                call["id"] = part.get("id") or call["id"]
+                call["name"] = function.get("name") or call["name"]
+                call["arguments"] += function.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    pieces += [("d", _function_call((call["id"], call["name"], call["arguments"])))
+               for _, call in sorted(calls.items())]
+    return pieces, finish, usage
+
+
+def _function_call(call: tuple[str, str, str]) -> dict[str, Any]:
+    call_id, name, arguments = call
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}

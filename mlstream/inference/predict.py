@@ -34,7 +34,7 @@ from ..models import interfaces
 from ..store.cluster import ClusterSettings
 from ..models.connectors import Action, Connector, UpstreamRequest, merge_parameters, render_request
 from ..access.keys import Caller
-from ..access.budgets import Accountant, Admission
+from ..access.budgets import Accountant
 from ..errors import AccessDenied, BadRequest, Forbidden, MLStreamError, NotFound, ShuttingDown, UpstreamError
 from ..guard.guardrails import Checks, Guardrails, check_input, check_output
 from ..wire.jsonpath import PathNotFound, compile_path
@@ -50,10 +50,14 @@ from ..streaming.pool import StreamPool
 from ..providers.base import StreamDecoder
 from ..streaming.reader import start_stream
 from ..streaming.watcher import Watcher
-from ..telemetry.hooks import RequestTrace, Telemetry
+from ..telemetry.hooks import Telemetry
 from ..usage.tokens import DEFAULT_OUTPUT_ESTIMATE, TokenCounts, answer_tokens, output_cap
-from ..usage.records import UsageRecord, cost_of
+from ..usage.records import cost_of
 from ..upstream.client import ProviderCall, UpstreamClient
+from ..caching import Entry
+from .cache import CacheState, CacheUse, Plan, Recording, RecordingChannel, ResponseCache, stream_entry
+from .calls import (ESTIMATED_BYTES_PER_TOKEN, ActionAnswer, Ask, Bind, Bound, CallMeter, PendingStream, Prepared,
+                    PredictResult, UpstreamCall)
 
 log = logging.getLogger(__name__)
 
@@ -66,141 +70,6 @@ MAX_FANOUT = 16
 # most this many documents (times the step size) per call. Past it the call is refused
 # before anything is rendered or sent (a 10 MB body of empty strings would be millions).
 MAX_UPSTREAM_REQUESTS_PER_CALL = 1024
-# A call whose provider sent no counts is recorded as estimated: its input as its request's
-# bytes over this (about four characters a token, as OpenAI's guidance for English has it).
-ESTIMATED_BYTES_PER_TOKEN = 4
-
-
-@dataclass(frozen=True, slots=True)
-class PredictResult:
-    body: dict[str, Any]
-    upstream_status: int
-    upstream_seconds: float  # from sending the request to the last byte of the answer
-
-
-@dataclass(frozen=True, slots=True)
-class ActionAnswer:
-    """The answer to one of a connector's other actions (``batch_predict`` and its status
-    and cancel calls): the provider's status and ml-commons' output tensors of its body."""
-
-    status: int
-    output: list[dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class PendingStream:
-    """A stream ready to start. Its writer registers the channel (for hang-ups and
-    shutdown) before ``start`` (``reader.start_stream``), which may open the provider
-    call on the writer's own thread and raises Overloaded when the pool is full."""
-
-    channel: Channel
-    start: Callable[[], None]
-    # Called once when the stream is over, however it ended (a router's in-flight count).
-    ended: Callable[[], None] | None = None
-
-
-Reshape = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-@dataclass(slots=True)
-class CallMeter:
-    """One request's provider call, for its usage record: who asks (the API key, None while
-    no key exists), then what ``prepare`` admitted and what the answer used. The transport
-    makes one per request and records it as the request ends (``usage_of``)."""
-
-    caller: Caller | None = None
-    request_id: str = ""                # sent to the provider as X-Request-Id, and recorded
-    admission: Admission | None = None  # set once a provider call was let through
-    model: ResolvedModel | None = None
-    interface: str = "-"
-    tokens: TokenCounts | None = None   # the provider's own counts, when it sent them
-    request_bytes: int = 0              # of the provider request: estimates the input without counts
-    recorded: bool = False
-    router: str | None = None           # the router model the client named, when it did
-    target: str | None = None           # then the target serving (or last tried)
-    trace: RequestTrace | None = None   # the request's span (tracing on): its provider calls' parent
-
-    def usage(self, *, route: str, status: int, outcome: str, relayed: int, first_token_ms: float | None,
-              duration_ms: float) -> UsageRecord | None:
-        """The call's usage record, once (None: no provider call was admitted, or already
-        recorded). Without the provider's counts, a call that reached the provider is
-        estimated: its request's bytes / ESTIMATED_BYTES_PER_TOKEN in, ``relayed`` events out."""
-        if self.admission is None or self.recorded:
-            return None
-        self.recorded = True
-        tokens, estimated = self.tokens, False
-        if tokens is None:
-            tokens = TokenCounts()
-            if outcome != "error":
-                tokens, estimated = TokenCounts(-(-self.request_bytes // ESTIMATED_BYTES_PER_TOKEN), relayed), True
-        pricing = self.model.pricing if self.model is not None else None
-        return self.admission.usage(
-            interface=self.interface, route=route, status=status, outcome=outcome, input_tokens=tokens.input,
-            output_tokens=tokens.output, cached_input_tokens=tokens.cached_input, estimated=estimated,
-            first_token_ms=first_token_ms, duration_ms=duration_ms, request_id=self.request_id,
-            cost=cost_of(pricing, tokens.input, tokens.output, tokens.cached_input))
-
-
-@dataclass(frozen=True, slots=True)
-class Ask:
-    """What a front asks of a model, before anything is rendered."""
-
-    parameters: Mapping[str, Any]                  # the client's, as sent (escaped here)
-    dataset: processing.Dataset | None = None      # ml-commons' text_docs / query_text
-    # A front's own request: its fields set on the connector's rendered body (the URL,
-    # headers and credentials stay the connector's). None: ml-commons' _predict, whose
-    # connector's pre-process function, if any, shapes the parameters instead.
-    reshape: Reshape | None = None
-    # What a model guardrail asks about when the parameters hold no ``question`` (ml-commons'
-    # only input for it): a front's own request names it (OpenAI's: the last user message).
-    question: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Bound:
-    """A front's request bound to one model (the model named, or a router's target): what
-    ``prepare`` takes, the stream kind the front reads, and how it reads a whole answer."""
-
-    ask: Ask
-    dialect: Dialect | None = None  # the front's choice (it translated for it); None: chosen by prepare
-    kind: StreamKind = StreamKind.TEXT  # how a stream is read
-    # A non-stream call: ``Predictor.predict`` or ``exchange`` on the prepared call, and the
-    # answer read the front's way (its failure is the target's, a router moves on).
-    run: Callable[["Prepared"], Any] = lambda prepared: None
-
-
-# A front's request for a model: called with the model named, or with each target a
-# router tries (the same request translated for each provider).
-Bind = Callable[[ResolvedModel], Bound]
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamCall:
-    """One upstream request of a call: the parameters it was rendered with, and the request."""
-
-    parameters: dict[str, Any]
-    request: UpstreamRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """A call checked and rendered, nothing sent: the one value every front hands on."""
-
-    model: ResolvedModel
-    # The provider API, chosen once: by the front, or from the merged parameters
-    # (``_llm_interface``) and the connector. None: not known, and not needed (no stream).
-    dialect: Dialect | None
-    calls: tuple[UpstreamCall, ...]  # in input order; several only when text_docs are split
-    stream: bool
-    meter: CallMeter | None = None
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self.calls[0].parameters
-
-    @property
-    def request(self) -> UpstreamRequest:
-        return self.calls[0].request
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +93,7 @@ class Predictor:
                  guardrail_checks: Checks | None = None,
                  resolve: Callable[[str, Caller | None], AnyModel] | None = None,
                  router_health: RouterHealth | None = None, telemetry: Telemetry | None = None,
-                 watcher: Watcher | None = None) -> None:
+                 watcher: Watcher | None = None, cache: ResponseCache | None = None) -> None:
         self._cluster = cluster
         self._upstream = upstream
         self._pool = pool
@@ -237,6 +106,7 @@ class Predictor:
         self._resolve = resolve  # a router's targets, by id (the registry's); None: no routers
         self._health = router_health or RouterHealth()
         self._telemetry = telemetry  # a span per provider call; None: tracing is off
+        self._cache = cache  # the response cache; None: never cached
         # Runs the extra upstream requests of a predict call split into several (the
         # handler's own thread runs one share); threads start only when first needed.
         self._fanout = ThreadPoolExecutor(max_workers=server.stream_workers,
@@ -250,13 +120,17 @@ class Predictor:
             raise BadRequest("Streaming is disabled: set plugins.ml_commons.stream_enabled to true")
 
     def prepare(self, model: ResolvedModel, ask: Ask, meter: CallMeter, *, stream: bool = False,
-                dialect: Dialect | None = None) -> Prepared:
+                dialect: Dialect | None = None, cache: CacheUse | None = None) -> Prepared:
         """The call rendered and checked, the dialect chosen, the model's rate limit and the
         key's admission taken: a bad request costs the provider nothing. ``meter`` is the
         request's (``Request.meter``): who asks, and where the call's usage is kept.
 
         ``dialect``: the front's choice (it translated the request for it); None chooses
         from the merged parameters and the connector, as ml-commons does.
+
+        ``cache``: the front's request as the response cache reads it (None: not cached).
+        After the input guardrails the cache is consulted: a hit is admitted for the key's
+        rpm only, and answered by ``run_cached`` or ``open_stream`` without a provider call.
         """
         if stream:
             self.check_stream_enabled()
@@ -282,6 +156,39 @@ class Predictor:
                 asked = call.parameters if ask.question is None else {"question": ask.question, **call.parameters}
                 check_input(model.guardrails, (call.request.body or b"").decode("utf-8", "replace"),
                             asked, self._guardrail_checks)
+        plan = self._plan(model, cache, meter)
+        if plan is None:
+            return self._admitted(model, calls, dialect, stream, meter)
+        hit, flight = self._cache.consult(plan, stream)  # type: ignore[union-attr]
+        state = meter.cache = CacheState("HIT" if hit else ("MISS" if plan.lookup else "REFRESH"), hit)
+        if hit is not None:
+            if self._accountant is not None:
+                meter.admission = self._accountant.admit(meter.caller, model.model_id, cached=True)
+                meter.model, meter.interface = model, dialect.name if dialect is not None else "-"
+            meter.tokens = TokenCounts()
+            self._metrics.cache_request(state.status)
+            return Prepared(model, dialect, tuple(calls), stream, meter, plan, hit)
+        try:
+            prepared = self._admitted(model, calls, dialect, stream, meter)
+        except BaseException:
+            self._cache.land(plan, flight, None)  # type: ignore[union-attr]
+            raise
+        self._metrics.cache_request(state.status)
+        return replace(prepared, plan=plan, flight=flight)
+
+    def _plan(self, model: ResolvedModel, use: CacheUse | None, meter: CallMeter) -> Plan | None:
+        if use is None or self._cache is None:
+            return None
+        plan, status = self._cache.plan(model.model_id, model.cache, model.config_version, use,
+                                        meter.cache_controls, meter.caller)
+        if plan is None:
+            meter.cache = CacheState(status)
+            self._metrics.cache_request(status)
+        return plan
+
+    def _admitted(self, model: ResolvedModel, calls: list[UpstreamCall], dialect: Dialect | None, stream: bool,
+                  meter: CallMeter) -> Prepared:
+        """The call let through by the key's limits and budgets (``prepare``'s last step)."""
         if self._accountant is not None:
             request_bytes = sum(len(call.request.body or b"") for call in calls)
             caller = meter.caller
@@ -328,6 +235,39 @@ class Predictor:
         policy = self._cluster.endpoint_policy
         policy.check_literal_host(policy.check_url(request.url))
         return UpstreamCall(merged, request)
+
+    # --- the response cache ------------------------------------------------------------
+
+    def run_cached(self, prepared: Prepared, run: Callable[[Prepared], Any]) -> Any:
+        """``run(prepared)`` (the call's non-stream answer), or the hit that answers it; a
+        leader's answer is stored, and its waiters woken, however it ends."""
+        plan = prepared.plan
+        if plan is None:
+            return run(prepared)
+        if prepared.hit is not None:
+            return ResponseCache.answer(plan.use, prepared.hit.entry)
+        entry = None
+        try:
+            answer = run(prepared)
+            tokens = (prepared.meter.tokens if prepared.meter is not None else None) or TokenCounts()
+            entry = Entry(plan.use.keep(answer), input_tokens=tokens.input, output_tokens=tokens.output,
+                          cost=cost_of(prepared.model.pricing, tokens.input, tokens.output, tokens.cached_input))
+            return answer
+        finally:
+            self._cache.land(plan, prepared.flight, entry)  # type: ignore[union-attr, arg-type]
+
+    def _stream_landed(self, prepared: Prepared, recording: Recording) -> None:
+        """A leader stream is over (``PendingStream.ended``): stored if it completed."""
+        plan, meter = prepared.plan, prepared.meter
+        assert plan is not None and prepared.flight is not None
+        entry = None
+        try:
+            tokens = (meter.tokens if meter is not None else None) or TokenCounts()
+            entry = stream_entry(plan.use, recording, (tokens.input, tokens.output),
+                                 cost_of(prepared.model.pricing, tokens.input, tokens.output, tokens.cached_input))
+        except Exception:  # noqa: BLE001 - a front's conversion failing must not lose the flight
+            log.exception("response cache: reading a stream's answer for the cache failed")
+        self._cache.land(plan, prepared.flight, entry)  # type: ignore[union-attr]
 
     # --- non-stream -------------------------------------------------------------------
 
@@ -453,25 +393,40 @@ class Predictor:
     def open_stream(self, prepared: Prepared, kind: StreamKind = StreamKind.TEXT) -> PendingStream:
         """Prepare relaying the model's answer: its channel, and the call that starts it.
         ``start()`` raises Overloaded when the pool is full."""
-        channel = Channel(self._server.stream_queue_chunks)
-        return PendingStream(channel, partial(start_stream, self._pool, self._watcher, channel,
-                                              *self.stream_call(prepared, kind, channel),
-                                              self._server.client_stall_timeout))
+        if prepared.hit is not None:
+            channel, relays = ResponseCache.replay(prepared.plan.use, prepared.hit.entry)  # type: ignore[union-attr]
+            return PendingStream(channel, _nothing, replay_relays=relays)
+        if prepared.plan is None:
+            channel = Channel(self._server.stream_queue_chunks)
+            ended = None
+        else:
+            recording = Recording(self._server.cache_max_entry_bytes)
+            channel = RecordingChannel(self._server.stream_queue_chunks, recording)
+            ended = partial(self._stream_landed, prepared, recording)
+        try:
+            call = self.stream_call(prepared, kind, channel)
+        except BaseException:
+            if ended is not None:
+                ended()
+            raise
+        return PendingStream(channel, partial(start_stream, self._pool, self._watcher, channel, *call,
+                                              self._server.client_stall_timeout), ended)
 
     # --- any model, a router included --------------------------------------------------
 
-    def tensors(self, model: AnyModel, ask: Ask, meter: CallMeter) -> PredictResult:
+    def tensors(self, model: AnyModel, ask: Ask, meter: CallMeter, cache: CacheUse | None = None) -> PredictResult:
         """ml-commons' ``_predict``: ``prepare`` and ``predict`` on the model, or on a router's
         targets in turn (which must share the client's parameters: not ``mixed_providers``)."""
         check_one_api(model)
-        return self.call(model, lambda target: Bound(ask, run=self.predict), meter)
+        return self.call(model, lambda target: Bound(ask, run=self.predict), meter, cache)
 
-    def call(self, model: AnyModel, bind: Bind, meter: CallMeter) -> Any:
-        """A non-stream call: the bound request's ``run`` on the model, or on a router's
-        targets in turn until one answers."""
+    def call(self, model: AnyModel, bind: Bind, meter: CallMeter, cache: CacheUse | None = None) -> Any:
+        """A non-stream call: the bound request's ``run`` on the model (or its cached answer:
+        ``cache``), or on a router's targets in turn until one answers (routers are not cached)."""
         if isinstance(model, ResolvedModel):
             bound = bind(model)
-            return bound.run(self.prepare(model, bound.ask, meter, dialect=bound.dialect))
+            return self.run_cached(self.prepare(model, bound.ask, meter, dialect=bound.dialect, cache=cache),
+                                   bound.run)
         attempts = self._attempts(model, bind, meter, False)
         prepared, bound = attempts.first()
         while True:
@@ -490,13 +445,14 @@ class Predictor:
             attempts.succeeded()
             return result
 
-    def stream(self, model: AnyModel, bind: Bind, meter: CallMeter) -> PendingStream:
-        """A front's stream: ``open_stream`` on the model, or on a router's first target
-        that prepares, the reader moving on to the next when one fails before answering."""
+    def stream(self, model: AnyModel, bind: Bind, meter: CallMeter, cache: CacheUse | None = None) -> PendingStream:
+        """A front's stream: ``open_stream`` on the model (a replay when ``cache`` has it), or
+        on a router's first target that prepares, the reader moving on to the next when one
+        fails before answering."""
         if isinstance(model, ResolvedModel):
             bound = bind(model)
-            return self.open_stream(self.prepare(model, bound.ask, meter, stream=True, dialect=bound.dialect),
-                                    bound.kind)
+            return self.open_stream(self.prepare(model, bound.ask, meter, stream=True, dialect=bound.dialect,
+                                                 cache=cache), bound.kind)
         self.check_stream_enabled()
         attempts = self._attempts(model, bind, meter, True)
         prepared, bound = attempts.first()
@@ -728,6 +684,10 @@ def _meter_tokens(prepared: Prepared, counted: list[TokenCounts | None]) -> None
     """The answers' counts on the call's meter: their sum, if every answer had them."""
     if prepared.meter is not None and counted and all(c is not None for c in counted):
         prepared.meter.tokens = sum(counted[1:], counted[0])  # type: ignore[arg-type]
+
+
+def _nothing() -> None:
+    """A replayed stream's start: its channel already holds every item."""
 
 
 def _shutting_down() -> ShuttingDown:

@@ -30,6 +30,7 @@ from ..processing import is_embedding_function
 from ..usage.limits import parse_rate_limiter
 from .routing import parse_routing
 from ..usage.records import parse_pricing
+from ..caching import parse_cache
 
 FieldRule = Callable[[Any], Any]
 
@@ -193,6 +194,7 @@ MODEL_FIELDS: dict[str, FieldRule] = {
 EXTENSION_FIELDS: dict[str, FieldRule] = {
     "pricing": pricing,  # prices per million tokens (usage.Pricing), completed by model_pricing
     "routing": lambda value: parse_routing(value).to_doc(),  # a router model's targets (routing.Routing)
+    "cache": lambda value: parse_cache(value).to_doc(),  # its response cache (caching.CacheConfig)
 }
 
 
@@ -209,6 +211,12 @@ def ttl_minutes(doc: dict[str, Any]) -> int:
     setting = doc.get(DEPLOY_SETTING)
     value = setting.get(TTL_MINUTES, NO_TTL) if isinstance(setting, dict) else NO_TTL
     return value if isinstance(value, int) else NO_TTL
+
+
+def config_version(doc: Mapping[str, Any], connector: Mapping[str, Any] | None) -> str:
+    """What changes whenever a model or its connector does (their last update times): the
+    version in a response cache key, so an edited model never answers from its old entries."""
+    return f"{doc.get('last_updated_time', '')}/{(connector or {}).get('last_updated_time', '')}"
 
 
 def auto_deploy_allowed(doc: dict[str, Any]) -> bool:

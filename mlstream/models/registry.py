@@ -25,13 +25,14 @@ from ..errors import AccessDenied, BadRequest, Conflict, Forbidden, IndexNotFoun
 from ..guard.guardrails import Guardrails, parse as parse_guardrails
 from .interfaces import preset_interface
 from . import fields as model_fields
-from .fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_model_config, checked_fields, model_pricing,
-                     ttl_minutes)
+from .fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_model_config, checked_fields, config_version,
+                     model_pricing, ttl_minutes)
 from ..usage.limits import RateLimit, parse_rate_limiter
 from .routing import LLM_INTERFACE, Routing, check_families, check_graph, parse_routing
 from .search import run_search
 from ..store.sqlite import Record, Store
 from ..usage.records import Pricing, parse_pricing
+from ..caching import CacheConfig, parse_cache
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,10 @@ class ResolvedModel:
     pricing: Pricing | None = None  # None: the model's calls have cost null
     guardrails: Guardrails | None = None  # checked by the predictor (``guardrails``)
     group: GroupAccess | None = None  # its model group's access fields (``access.policy``)
+    cache: CacheConfig | None = None  # its own response cache setting (None: the server's default)
+    # Changes whenever the model or its connector does: part of a cache entry's key, so an
+    # edited model never answers from entries its old configuration made.
+    config_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +104,6 @@ class RouterModel:
 
 
 AnyModel = ResolvedModel | RouterModel
-
 
 
 def may_use(caller: Caller | None, model: AnyModel) -> bool:
@@ -548,7 +552,9 @@ class Registry:
             resolved = ResolvedModel(model_id, record.doc["name"], DEPLOYED, connector, limit,
                                      record.doc.get("interface"), enabled, ttl_minutes(record.doc),
                                      pricing=parse_pricing(record.doc.get("pricing")),
-                                     guardrails=parse_guardrails(record.doc.get("guardrails")), group=group)
+                                     guardrails=parse_guardrails(record.doc.get("guardrails")), group=group,
+                                     cache=parse_cache(record.doc["cache"]) if record.doc.get("cache") else None,
+                                     config_version=config_version(record.doc, self._stored_connector(record.doc)))
         with self._cache_lock:
             if generation == self._cache_generation:
                 self._cache[model_id] = resolved

@@ -35,6 +35,7 @@ from ..wire.framing import (MAX_HEAD_LINE, ChunkedDecoder, HeadLines, body_frami
 from ..logs import AccessRecord
 from ..metrics import Metrics
 from ..inference.predict import CallMeter
+from ..caching import parse_controls
 from ..providers.events import Done, Failure, StreamItem
 from ..settings.server import ServerSettings
 from ..store.sqlite import Store
@@ -225,6 +226,10 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                                                       from_script=from_script(fields.get(_SCRIPT_FIELD)))
             check_content_type(fields.get("content-type"), self._declares_body(), route.raw_body)
             self._meter = CallMeter(key, self._request_id, trace=trace)
+            cache_control, cache_ttl = fields.get("cache-control"), fields.get("x-mlstream-cache-ttl")
+            cache_namespace = fields.get("x-mlstream-cache-namespace")
+            if cache_control or cache_ttl or cache_namespace:
+                self._meter.cache_controls = parse_controls(cache_control, cache_ttl, cache_namespace)
             body = self._read_body()
             request = Request(self.command, path, query, body if route.raw_body else parse_json_body(body),
                               params, started, self._request_id, self._access, self.connection, caller=key,
@@ -234,9 +239,9 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
                 self._stream(reply, started)
             else:
                 self._record_call(started, reply.status, "ok" if reply.status < 400 else "error")
-                rate = self._rate_headers()
-                if rate:
-                    reply.headers = {**reply.headers, **rate}
+                added = self._call_headers()
+                if added:
+                    reply.headers = {**reply.headers, **added}
                 self._write_reply(reply)
         except CLIENT_GONE:
             self.close_connection = True
@@ -279,12 +284,16 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
         if record is not None:
             self.host.accountant.record(record)
 
-    def _rate_headers(self) -> dict[str, str] | None:
-        """OpenAI's ``x-ratelimit-*`` headers, on the /v1 fronts, when a limit applied to the call."""
+    def _call_headers(self) -> dict[str, str] | None:
+        """What the call adds to its answer's headers: the response cache's status (and
+        ``Age`` of a hit), and OpenAI's ``x-ratelimit-*`` on the /v1 fronts when a limit applied."""
         meter = self._meter
-        if meter is None or meter.admission is None or self._front.name not in RATE_HEADER_FRONTS:
+        if meter is None:
             return None
-        return meter.admission.rate.headers() or None
+        added = meter.cache.headers() if meter.cache is not None else {}
+        if meter.admission is not None and self._front.name in RATE_HEADER_FRONTS:
+            added.update(meter.admission.rate.headers())
+        return added or None
 
     def _error_reply(self, exc: BaseException) -> Reply:
         """The error body of the front the request came through."""
@@ -457,7 +466,7 @@ class HTTPRequestHandler(BaseHTTPRequestHandler):
             gzip = self._format.gzip  # only when asked: then every event is flushed as it goes
             head = stream_head(self.version_string(), self.date_time_string(), self._request_id,
                                chunked=chunked, close=self.close_connection, gzip=gzip, model_id=self._routed_to(),
-                               extra=self._rate_headers())
+                               extra=self._call_headers())
             access.status = 200
             meter = self._meter
 

@@ -65,6 +65,13 @@ class ServerSettings:
     drain_timeout: float = _opt(30.0, "seconds SIGTERM lets open streams finish before cancelling them")
     responses_ttl_days: float = _opt(30.0, "days a stored /v1/responses response (store: true) is kept, "
                                            "for previous_response_id and GET /v1/responses/<id>")
+    cache_mode: str = _opt("off", "the response cache of models that set no cache of their own: off, or "
+                                  "exact (identical requests answered from the store)")
+    cache_ttl_s: float = _opt(3600.0, "seconds an entry of the server's default cache is kept")
+    cache_max_entry_bytes: int = _opt(1024 * 1024, "largest answer the response cache keeps (bigger ones "
+                                                   "are not stored)")
+    cache_max_bytes: int = _opt(256 * 1024 * 1024, "size of the response cache: past it the oldest entries "
+                                                   "go")
     max_body_bytes: int = _opt(10 * 1024 * 1024, "largest request body accepted (413 beyond)")
     # A slowloris client trickling header bytes never trips a per-read timeout.
     header_timeout: float = _opt(10.0, "seconds for a request line and headers to arrive (slowloris "
@@ -88,7 +95,7 @@ class ServerSettings:
         if self.stream_backlog < 0:
             raise BadRequest("stream-backlog must not be negative")
         for name in ("client_stall_timeout", "heartbeat_interval", "header_timeout", "max_body_bytes",
-                     "responses_ttl_days"):
+                     "responses_ttl_days", "cache_ttl_s", "cache_max_entry_bytes", "cache_max_bytes"):
             if getattr(self, name) <= 0:
                 raise BadRequest(f"{name.replace('_', '-')} must be greater than 0")
         if self.workers != "auto" and not (self.workers.isdigit() and int(self.workers) >= 1):
@@ -97,6 +104,8 @@ class ServerSettings:
             raise BadRequest("store must be empty (SQLite in data-dir) or a postgresql:// URL")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise BadRequest("tls-cert and tls-key go together")
+        if self.cache_mode not in ("off", "exact"):
+            raise BadRequest("cache-mode must be off or exact")
         if self.log_format not in ("text", "json"):
             raise BadRequest("log-format must be text or json")
         if self.otel_endpoint and not self.otel_endpoint.startswith(("http://", "https://")):

@@ -33,6 +33,7 @@ from ..errors import StoreError, StoreUnavailable
 from ..speedups import dumps_json
 from .sqlite import KINDS, RESPONSE_PURGE_SECONDS, Paced, Record, Store, record_from_row
 from ..usage.tables import PostgresUsage, UsageTables
+from .cache_table import POSTGRES_SCHEMA as CACHE_SCHEMA, CacheTable, PostgresCache
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,13 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
          ("CREATE TABLE mlstream_usage_reserve (id TEXT PRIMARY KEY, scope_id TEXT NOT NULL,"
           " amount DOUBLE PRECISION NOT NULL, expires DOUBLE PRECISION NOT NULL)"),
          "CREATE INDEX mlstream_usage_reserve_scope ON mlstream_usage_reserve (scope_id, expires)")),
+    # The response cache (store.cache_table), shared by every host: no trigger (an entry is
+    # no cached state to reload). Usage records of cache hits: the hit and what it saved.
+    (8, (*CACHE_SCHEMA,
+         "ALTER TABLE mlstream_usage_record ADD COLUMN cache_hit BOOLEAN NOT NULL DEFAULT false",
+         "ALTER TABLE mlstream_usage_record ADD COLUMN saved_input_tokens BIGINT NOT NULL DEFAULT 0",
+         "ALTER TABLE mlstream_usage_record ADD COLUMN saved_output_tokens BIGINT NOT NULL DEFAULT 0",
+         "ALTER TABLE mlstream_usage_record ADD COLUMN saved_cost DOUBLE PRECISION")),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the
@@ -152,6 +160,7 @@ class PostgresStore(Store):
         self._counter_lock = threading.Lock()
         self._counter = 0
         self.response_purge = Paced(RESPONSE_PURGE_SECONDS)
+        self._cache_table = PostgresCache(self.session)  # one, so its purge is paced per process
         # Backends of our own pooled connections (guarded by _counter_lock): their commits
         # bump the counter at once, so their NOTIFYs are not counted twice.
         self._own_backends: set[int] = set()
@@ -236,6 +245,10 @@ class PostgresStore(Store):
 
     def usage(self) -> UsageTables:
         return PostgresUsage(self.session)
+
+    def cache(self) -> CacheTable:
+        return self._cache_table
+
 
     @contextmanager
     def session(self) -> Iterator[Any]:

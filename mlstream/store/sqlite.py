@@ -27,6 +27,7 @@ from ..errors import StoreError
 from ..usage.limits import take
 from ..speedups import dumps_json
 from ..usage.tables import SQLiteUsage, UsageTables
+from .cache_table import CacheTable, SQLiteCache
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,11 @@ class Store(ABC):
         use and closed with the store. A backend without them raises StoreError."""
         raise StoreError(f"{type(self).__name__} has no usage tables")
 
+    def cache(self) -> CacheTable:
+        """The response cache's entries on this store; opened on first use and closed with
+        the store. A backend without them raises StoreError."""
+        raise StoreError(f"{type(self).__name__} has no response cache")
+
     # Stored responses of the Responses front (``/v1/responses`` with ``store``): kept apart
     # from the records (no change to announce, no cache to reload), each until it expires.
 
@@ -222,6 +228,7 @@ class SQLiteStore(Store):
         # must not move this file's data_version, the change counter every cache reads.
         self._usage: SQLiteUsage | None = None
         self._usage_lock = threading.Lock()  # guards _usage; opening the file runs under it, once
+        self._cache: SQLiteCache | None = None  # the response cache (cache.db), opened by cache()
         try:
             with _setup_lock(data_dir):
                 self._open()
@@ -414,10 +421,19 @@ class SQLiteStore(Store):
                     self._usage = SQLiteUsage(self.path.parent, BUSY_TIMEOUT)
             return self._usage
 
+    def cache(self) -> CacheTable:
+        with self._usage_lock:
+            if self._cache is None:
+                with _setup_lock(self.path.parent):
+                    self._cache = SQLiteCache(self.path.parent, BUSY_TIMEOUT)
+            return self._cache
+
     def close(self) -> None:
         with self._usage_lock:
             if self._usage is not None:
                 self._usage.close()
+            if self._cache is not None:
+                self._cache.close()
         with self._responses_lock:
             self._responses_db.close()
         with self._buckets_lock:

@@ -56,6 +56,12 @@ class UsageRecord:
     cost: float | None = None            # None: the model has no pricing (never 0 for "unknown")
     request_id: str = ""
     tenant: str = DEFAULT_TENANT
+    # Answered from the response cache: no provider call, tokens and cost 0; what the
+    # provider call it replaced used is in the saved_* fields.
+    cache_hit: bool = False
+    saved_input_tokens: int = 0
+    saved_output_tokens: int = 0
+    saved_cost: float | None = None
     # The budget reservations this call took (``tables.reserve``): released as the record is
     # written, in the same transaction. Not a column.
     reservations: tuple[str, ...] = ()
@@ -82,7 +88,9 @@ class UsageRecord:
                 "outcome": self.outcome, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens, "cached_input_tokens": self.cached_input_tokens,
                 "estimated": self.estimated, "time_to_first_token_ms": self.first_token_ms,
-                "duration_ms": self.duration_ms, "cost": self.cost}
+                "duration_ms": self.duration_ms, "cost": self.cost, "cache_hit": self.cache_hit,
+                "saved_input_tokens": self.saved_input_tokens, "saved_output_tokens": self.saved_output_tokens,
+                "saved_cost": self.saved_cost}
 
     def as_row(self) -> dict[str, Any]:
         row = asdict(self)
@@ -269,11 +277,14 @@ class UsageSums:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     cost: float | None = None  # None when no record in the group had a cost
+    cache_hits: int = 0  # requests answered from the response cache
+    saved_cost: float | None = None  # what those would have cost (None: none had a price)
 
     def to_body(self) -> dict[str, Any]:
         return {"requests": self.requests, "errors": self.errors, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens, "cached_input_tokens": self.cached_input_tokens,
-                "cost": None if self.cost is None else round(self.cost, 10)}
+                "cost": None if self.cost is None else round(self.cost, 10), "cache_hits": self.cache_hits,
+                "saved_cost": None if self.saved_cost is None else round(self.saved_cost, 10)}
 
 
 def usage_body(query: UsageQuery, rows: list[tuple[dict[str, Any], UsageSums]], totals: UsageSums

@@ -41,9 +41,11 @@ _GROUP_SQL = {"key": "key_name", "tenant": "tenant", "model": "model_id", "inter
               "day": "(time_ms / 86400000) * 86400000", "hour": "(time_ms / 3600000) * 3600000"}
 _RECORD_COLUMNS = ("time_ms", "key_id", "key_name", "model_id", "interface", "route", "status", "outcome",
                    "input_tokens", "output_tokens", "cached_input_tokens", "estimated", "first_token_ms",
-                   "duration_ms", "cost", "request_id", "tenant")
+                   "duration_ms", "cost", "request_id", "tenant", "cache_hit", "saved_input_tokens",
+                   "saved_output_tokens", "saved_cost")
 _SUMS = ("COUNT(*), SUM(CASE WHEN outcome = 'error' THEN 1 ELSE 0 END), SUM(input_tokens), "
-         "SUM(output_tokens), SUM(cached_input_tokens), SUM(cost)")
+         "SUM(output_tokens), SUM(cached_input_tokens), SUM(cost), "
+         "SUM(CASE WHEN cache_hit THEN 1 ELSE 0 END), SUM(saved_cost)")
 
 Execute = Callable[[str, Sequence[Any]], list[tuple]]
 
@@ -56,7 +58,10 @@ def schema(prefix: str, *, serial: str, big: str, real: str, boolean: str) -> li
          " route TEXT NOT NULL, status INTEGER NOT NULL, outcome TEXT NOT NULL,"
          f" input_tokens {big} NOT NULL, output_tokens {big} NOT NULL, cached_input_tokens {big} NOT NULL,"
          f" estimated {boolean} NOT NULL, first_token_ms {real}, duration_ms {real} NOT NULL, cost {real},"
-         " request_id TEXT NOT NULL, tenant TEXT NOT NULL DEFAULT 'default')"),
+         " request_id TEXT NOT NULL, tenant TEXT NOT NULL DEFAULT 'default',"
+         f" cache_hit {boolean} NOT NULL DEFAULT {'false' if boolean == 'BOOLEAN' else '0'},"
+         f" saved_input_tokens {big} NOT NULL DEFAULT 0, saved_output_tokens {big} NOT NULL DEFAULT 0,"
+         f" saved_cost {real})"),
         f"CREATE INDEX IF NOT EXISTS {prefix}usage_record_time ON {prefix}usage_record (time_ms)",
         f"CREATE INDEX IF NOT EXISTS {prefix}usage_record_key ON {prefix}usage_record (key_id, time_ms)",
         (f"CREATE TABLE IF NOT EXISTS {prefix}usage_spend (key_id TEXT NOT NULL, day_ms {big} NOT NULL,"
@@ -78,7 +83,11 @@ def schema(prefix: str, *, serial: str, big: str, real: str, boolean: str) -> li
 # SQLite when usage.db is opened (``SQLiteUsage``).
 RENAMED = (("usage_window", "t", "time_s"),)
 # Columns added since a release wrote the tables: (table, column, its SQL type and default).
-ADDED = (("usage_record", "tenant", "TEXT NOT NULL DEFAULT 'default'"),)
+ADDED = (("usage_record", "tenant", "TEXT NOT NULL DEFAULT 'default'"),
+         ("usage_record", "cache_hit", "INTEGER NOT NULL DEFAULT 0"),
+         ("usage_record", "saved_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
+         ("usage_record", "saved_output_tokens", "INTEGER NOT NULL DEFAULT 0"),
+         ("usage_record", "saved_cost", "REAL"))
 # A reservation outlives a call that never records (a process killed mid-call) by this much.
 RESERVATION_SECONDS = 900.0
 
@@ -245,17 +254,18 @@ def _where(query: UsageQuery) -> tuple[str, list[Any]]:
 
 
 def _sums(row: Sequence[Any]) -> UsageSums:
-    requests, errors, inp, out, cached, cost = row
+    requests, errors, inp, out, cached, cost, hits, saved = row
     return UsageSums(int(requests or 0), int(errors or 0), int(inp or 0), int(out or 0), int(cached or 0),
-                     None if cost is None else float(cost))
+                     None if cost is None else float(cost), int(hits or 0), None if saved is None else float(saved))
 
 
 def _record(row: Sequence[Any]) -> UsageRecord:
     values = dict(zip(_RECORD_COLUMNS, row))
-    values["estimated"] = bool(values["estimated"])
-    for name in ("time_ms", "status", "input_tokens", "output_tokens", "cached_input_tokens"):
+    values["estimated"], values["cache_hit"] = bool(values["estimated"]), bool(values["cache_hit"])
+    for name in ("time_ms", "status", "input_tokens", "output_tokens", "cached_input_tokens", "saved_input_tokens",
+                 "saved_output_tokens"):
         values[name] = int(values[name])
-    for name in ("first_token_ms", "cost"):
+    for name in ("first_token_ms", "cost", "saved_cost"):
         if values[name] is not None:
             values[name] = float(values[name])
     values["duration_ms"] = float(values["duration_ms"])

@@ -514,7 +514,8 @@ def test_usage_charts_and_csv_after_calls(page, setup: Setup, tmp_path: Path) ->
         page.click("#usage-csv")
     csv = Path(download.value.path()).read_text()
     lines = csv.strip().splitlines()
-    assert lines[0] == "period,tenant,key,model,requests,errors,input_tokens,output_tokens,cached_input_tokens,cost"
+    assert lines[0] == ("period,tenant,key,model,requests,errors,input_tokens,output_tokens,cached_input_tokens,cost,"
+                        "cache_hits,saved_cost")
     mine = [line for line in lines if model_id in line]
     assert sum(int(line.split('","')[4]) for line in mine) == 3
     assert all(line.split('","')[1] == "default" for line in mine)
@@ -607,6 +608,21 @@ def test_an_admin_sees_keys_and_usage_by_tenant(page, setup: Setup, teams: dict[
                                       for row in page.locator("#usage-table tbody tr").all())}
     assert tenants == {"console-red"}, tenants
     shoot(page, setup, "usage-tenants")
+
+
+def test_usage_shows_the_calls_the_response_cache_answered(page, setup: Setup) -> None:
+    connector_id = setup.admin.create_connector(openai_connector(setup.fake, model=Scenario(chunks=2).to_model()))
+    model_id = setup.admin.register(connector_id, name="cached model", cache={"mode": "exact"})
+    for status in ("MISS", "HIT", "HIT"):
+        reply = setup.admin.call("POST", "/v1/chat/completions", {"model": model_id, "messages": [
+            {"role": "user", "content": "again"}]})
+        assert reply.headers["x-mlstream-cache"] == status
+    sign_in(page, setup, hash_="#usage")
+    row = page.locator("#usage-table tbody tr", has_text=model_id)
+    row.wait_for()
+    cells = row.locator("td").all_text_contents()
+    assert cells[4] == "3" and cells[10] == "2", cells  # requests, cache hits
+    wait_text(page, "#usage-totals", r"\d+ answered from the response cache")
 
 
 def test_the_pages_arithmetic_quantiles_and_csv_cells(page, setup: Setup) -> None:

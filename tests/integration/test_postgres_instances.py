@@ -90,6 +90,24 @@ def test_a_rate_limit_holds_across_instances(two_instances, fake) -> None:
     assert statuses == [200, 200, 200, 429, 429]
 
 
+def test_the_response_cache_is_shared_by_every_instance(two_instances, fake) -> None:
+    (_, url_a), (_, url_b) = two_instances
+    client_a, client_b = Client(url_a), Client(url_b)
+    model_id = client_a.register(client_a.create_connector(openai_connector(fake)), cache={"mode": "exact"})
+    body = {"model": model_id, "messages": [{"role": "user", "content": "shared?"}]}
+
+    def chats() -> int:
+        return sum(1 for r in fake.stats.requests if r.path.endswith("/chat/completions"))
+
+    first = client_a.call("POST", "/v1/chat/completions", body)
+    assert first.headers["x-mlstream-cache"] == "MISS", first.body
+    calls = chats()
+    second = client_b.call("POST", "/v1/chat/completions", {**body, "stream": True})
+    assert second.headers["x-mlstream-cache"] == "HIT" and chats() == calls
+    assert client_b.ok("DELETE", f"/_plugins/_mlstream/cache?model={model_id}")["deleted"] == 1
+    assert client_a.call("POST", "/v1/chat/completions", body).headers["x-mlstream-cache"] == "MISS"
+
+
 def test_a_key_revoked_anywhere_is_refused_everywhere_within_a_second(postgres_url: str, tmp_path: Path) -> None:
     admin = keys_cli(postgres_url, tmp_path, "create", "--role", "admin").splitlines()[-1]
     doomed_out = keys_cli(postgres_url, tmp_path, "create", "--role", "user", "--name", "doomed")

@@ -128,9 +128,10 @@ def test_usage_grouped_by_key_and_model_with_totals(setup):
     assert body["group_by"] == ["key", "model"]
     assert body["rows"] == [
         {"key": "alice", "model": setup.model_id, "requests": 3, "errors": 0, "input_tokens": 300,
-         "output_tokens": 60, "cached_input_tokens": 0, "cost": pytest.approx(0.3)},
+         "output_tokens": 60, "cached_input_tokens": 0, "cost": pytest.approx(0.3), "cache_hits": 0,
+         "saved_cost": None},
         {"key": "bob", "model": setup.model_id, "requests": 1, "errors": 1, "input_tokens": 7, "output_tokens": 3,
-         "cached_input_tokens": 0, "cost": None}]
+         "cached_input_tokens": 0, "cost": None, "cache_hits": 0, "saved_cost": None}]
     assert body["totals"]["requests"] == 4 and body["totals"]["cost"] == pytest.approx(0.3)
     by_day = setup.admin.ok("GET", f"{USAGE}?group_by=day,outcome")
     today = time.strftime("%Y-%m-%d", time.gmtime())
@@ -163,7 +164,8 @@ def test_records_list_every_field_newest_first(setup):
     assert [r["input_tokens"] for r in records] == [3, 2]
     assert set(records[0]) == {"time", "time_ms", "request_id", "key", "key_id", "tenant", "model", "interface", "route",
                                "status", "outcome", "input_tokens", "output_tokens", "cached_input_tokens",
-                               "estimated", "time_to_first_token_ms", "duration_ms", "cost"}
+                               "estimated", "time_to_first_token_ms", "duration_ms", "cost", "cache_hit",
+                               "saved_input_tokens", "saved_output_tokens", "saved_cost"}
     assert setup.admin.call("GET", f"{USAGE}/records?size=1001").status == 400
     assert setup.admin.call("GET", f"{USAGE}?group_by=colour").status == 400
 

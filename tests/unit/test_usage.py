@@ -189,7 +189,8 @@ def test_a_record_lists_every_field():
                         "interface": "openai/v1/chat/completions",
                     "route": "/v1/chat/completions", "status": 200, "outcome": "client_gone",
                     "input_tokens": 10, "output_tokens": 3, "cached_input_tokens": 4, "estimated": True,
-                    "time_to_first_token_ms": 12.5, "duration_ms": 80.0, "cost": None}
+                    "time_to_first_token_ms": 12.5, "duration_ms": 80.0, "cost": None, "cache_hit": False,
+                    "saved_input_tokens": 0, "saved_output_tokens": 0, "saved_cost": None}
     with pytest.raises(ValueError):
         UsageRecord(0, "k", "k", "m", "i", "r", 200, "maybe")
 

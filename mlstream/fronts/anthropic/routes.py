@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import uuid
 
+from ...inference.cache import CacheUse
 from ...inference.predict import Ask, Bound, Predictor
 from ...providers import StreamKind, dialect_for
 from ...providers.anthropic import ANTHROPIC_MESSAGES
 from ...models.registry import Registry, ResolvedModel
 from ...server.routing import Reply, Request, Router, StreamReply
-from ..chat import chat_call, read_completion
+from ..chat import chat_cache_use, chat_call, read_completion
 from ..models import ModelFinder
 from ..openai.wire import object_body, overlay
 from . import wire
@@ -51,10 +52,15 @@ def add_anthropic_routes(router: Router, registry: Registry, predictor: Predicto
             # text as ${parameters.inputs} (as ml-commons' Anthropic blueprints want), then
             # the client's fields are set on what it rendered.
             parameters = {**fields, "inputs": wire.last_user_text(body)}
+            # Relayed as the provider answers: a stream's entry is its events, a non-stream
+            # one its message, each served only to a request of its own kind.
+            relayed = CacheUse(f"anthropic/v1/messages relayed {'stream' if stream else 'message'}", body)
             prepared = predictor.prepare(model, Ask(parameters, reshape=lambda rendered: overlay(rendered, fields)),
-                                         req.meter, stream=stream, dialect=ANTHROPIC_MESSAGES)
+                                         req.meter, stream=stream, dialect=ANTHROPIC_MESSAGES, cache=relayed)
             if not stream:
-                return Reply(200, predictor.exchange(prepared).decode("utf-8", "replace"), content_type=JSON)
+                answer = predictor.run_cached(prepared, lambda ready: predictor.exchange(ready).decode("utf-8",
+                                                                                                       "replace"))
+                return Reply(200, answer, content_type=JSON)
             events = MessagesEvents(message_id="", model=reference, relay=True)
             return StreamReply(predictor.open_stream(prepared, StreamKind.RELAY), events)
         # Any other model, and a router's every target (even an Anthropic one): as a chat.
@@ -64,11 +70,12 @@ def add_anthropic_routes(router: Router, registry: Registry, predictor: Predicto
             return chat_call(target, chat, stream=stream, api="Anthropic Messages", exchange=predictor.exchange)
 
         message_id = f"msg_{uuid.uuid4().hex}"
+        cache = chat_cache_use("anthropic/v1/messages", body)
         if not stream:
-            answer = read_completion(predictor.call(model, bind, req.meter))
+            answer = read_completion(predictor.call(model, bind, req.meter, cache))
             return Reply(200, wire.message(answer, message_id=message_id, model=reference))
         events = MessagesEvents(message_id=message_id, model=reference, relay=False)
-        return StreamReply(predictor.stream(model, bind, req.meter), events)
+        return StreamReply(predictor.stream(model, bind, req.meter, cache), events)
 
     def count_tokens(req: Request) -> Reply:
         body = object_body(req.body)

@@ -14,7 +14,8 @@ from ...store.cluster import ClusterSettings
 from ...access.policy import may_see_task, owner_of
 from ...errors import BadRequest, NotFound
 from ...metrics import Metrics
-from ...inference.predict import Ask, Bound, Predictor, check_one_api
+from ...inference.cache import CacheUse
+from ...inference.predict import Ask, Bound, PredictResult, Predictor, check_one_api
 from ...models.registry import AnyModel, Registry, RouterModel
 from ...server.routing import Reply, Request, Router, StreamReply
 from . import node
@@ -166,7 +167,9 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         algorithm = req.params.get("algorithm") or req.query.get("algorithm")
         given = processing.parse_predict_input(_required(req.body), algorithm)
         model = resolve(req)
-        result = predictor.tensors(model, Ask(given.parameters, given.dataset), req.meter)
+        cache = CacheUse(f"mlcommons/_predict/{algorithm or 'remote'}", req.body,
+                         keep=_kept_result, load=_loaded_result)
+        result = predictor.tensors(model, Ask(given.parameters, given.dataset), req.meter, cache)
         if req.access is not None:
             req.access.upstream_status = result.upstream_status
         # What the gateway added, next to what the provider took (ms).
@@ -184,7 +187,8 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
         parameters = {**given.parameters, STREAM_PARAMETER: "true"}
         check_one_api(model)
         events = RoutedEvents(req.meter) if isinstance(model, RouterModel) else ML_COMMONS_EVENTS
-        return StreamReply(predictor.stream(model, lambda target: Bound(Ask(parameters)), req.meter), events)
+        cache = CacheUse("mlcommons/_predict/stream", req.body)
+        return StreamReply(predictor.stream(model, lambda target: Bound(Ask(parameters)), req.meter, cache), events)
 
     # any key, on a model it may use; its task is its own (``may_see_task``)
     @add("POST", f"{PREFIX}/models/{{model_id}}/_batch_predict", role="user")
@@ -292,3 +296,13 @@ def _result(doc_id: str, index: str, result: str) -> dict[str, Any]:
     """OpenSearch's document write response (what ml-commons returns for update/delete)."""
     return {"_index": index, "_id": doc_id, "_version": 1, "result": result,
             "_shards": {"total": 1, "successful": 1, "failed": 0}, "_seq_no": 0, "_primary_term": 1}
+
+
+# ``_predict``'s answer in the response cache, and back: an answer from the cache took no
+# provider time (its Server-Timing says upstream 0).
+def _kept_result(result: PredictResult) -> dict[str, Any]:
+    return {"body": result.body, "status": result.upstream_status}
+
+
+def _loaded_result(stored: dict[str, Any]) -> PredictResult:
+    return PredictResult(stored["body"], int(stored["status"]), 0.0)

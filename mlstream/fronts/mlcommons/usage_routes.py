@@ -12,6 +12,8 @@
     GET    /_plugins/_mlstream/tenants[/<name>] every tenant, or one with its spend (admin)
     PUT    /_plugins/_mlstream/tenants/<name>   change the fields the body names (admin)
     DELETE /_plugins/_mlstream/tenants/<name>   delete it and revoke its keys (admin)
+    GET    /_plugins/_mlstream/cache            the response cache's entries and bytes (admin)
+    DELETE /_plugins/_mlstream/cache            its entries: all, ?model=<id>, ?tenant=<name> (admin)
     POST|PUT|GET|DELETE /_plugins/_ml/controllers/<model_id>
 
 The key routes take an admin or a tenant_admin key: a tenant_admin sees and manages the
@@ -30,6 +32,7 @@ from ...access.tenants import TenantStore
 from ...access.budgets import Accountant
 from ...access.controllers import Controllers
 from ...errors import BadRequest, Forbidden, NotFound
+from ...inference.cache import ResponseCache
 from ...server.routing import Reply, Request, Router
 from ...usage.records import (
     UsageQuery,
@@ -50,7 +53,8 @@ READ_YOUR_WRITES_SECONDS = 1.0
 
 
 def add_usage_routes(router: Router, keys: KeyStore, tables: UsageTables, recorder: UsageRecorder,
-                     accountant: Accountant, controllers: Controllers, tenants: TenantStore) -> None:
+                     accountant: Accountant, controllers: Controllers, tenants: TenantStore,
+                     cache: ResponseCache | None = None) -> None:
     def add(method: str, template: str, role: str = "admin"):
         def register(function):
             router.add(method, template, function, role)
@@ -170,6 +174,24 @@ def add_usage_routes(router: Router, keys: KeyStore, tables: UsageTables, record
     def delete_tenant(req: Request) -> Reply:
         tenant, revoked = tenants.delete(req.params["name"])
         return Reply(200, {"result": "deleted", "name": tenant.name, "keys_revoked": revoked})
+
+    @add("GET", f"{PREFIX}/cache")
+    def cache_stats(req: Request) -> Reply:
+        if cache is None:
+            raise BadRequest("the response cache is not served here")
+        entries, size = cache.stats()
+        return Reply(200, {"entries": entries, "bytes": size})
+
+    @add("DELETE", f"{PREFIX}/cache")
+    def clear_cache(req: Request) -> Reply:
+        """Every entry, a model's (``?model=<id>``), a tenant's (``?tenant=``), or both."""
+        if cache is None:
+            raise BadRequest("the response cache is not served here")
+        unknown = sorted(set(req.query) - {"model", "tenant"})
+        if unknown:
+            raise BadRequest(f"DELETE {PREFIX}/cache takes model and tenant; got [{', '.join(unknown)}]")
+        deleted = cache.delete(req.query.get("model") or None, req.query.get("tenant") or None)
+        return Reply(200, {"result": "deleted", "deleted": deleted})
 
     controller = "/_plugins/_ml/controllers/{model_id}"
 

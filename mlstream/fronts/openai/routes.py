@@ -35,6 +35,7 @@ from ...providers import StreamKind, dialect_for
 from ...providers.openai import OPENAI_CHAT, OPENAI_COMPLETIONS
 from ...models.registry import Registry, ResolvedModel, RouterModel
 from ...server.routing import Reply, Request, Router, StreamReply
+from ..chat import chat_cache_use
 from ..models import ModelFinder
 from . import wire
 from .errors import OPENAI_FRONT
@@ -110,12 +111,16 @@ def add_openai_routes(router: Router, registry: Registry, predictor: Predictor) 
             return Bound(Ask(parameters, reshape=lambda rendered: translation.body(rendered, fields),
                              question=question), dialect, StreamKind.CHAT, run)
 
+        # Chat completions are cached when the model says so (text completions are not).
+        cache = chat_cache_use("openai/v1/chat/completions", body, relayed_chunks=True, model=reference) \
+            if chat else None
         if not stream:
-            answer = predictor.call(model, bind, req.meter)
+            answer = predictor.call(model, bind, req.meter, cache)
             return Reply(200, answer, content_type=JSON) if isinstance(answer, str) else Reply(200, answer)
-        pending = predictor.stream(model, bind, req.meter)
+        pending = predictor.stream(model, bind, req.meter, cache)
+        relay = relayed[0] if pending.replay_relays is None else pending.replay_relays
         events = OpenAIChatEvents(completion_id=completion_id, created=created, model=reference, include_usage=usage,
-                                  relay=relayed[0])
+                                  relay=relay)
         return StreamReply(pending, events)
 
     @add("POST", "/embeddings")

@@ -23,7 +23,7 @@ from ...errors import InvalidField, NotFound
 from ...inference.predict import Bound, Predictor
 from ...models.registry import Registry, ResolvedModel
 from ...server.routing import Reply, Request, Router, StreamReply
-from ..chat import chat_call, read_completion
+from ..chat import chat_cache_use, chat_call, read_completion
 from ..models import ModelFinder
 from ..openai.wire import object_body
 from . import wire
@@ -67,6 +67,8 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
             return chat_call(target, chat, stream=stream, api="Responses", exchange=predictor.exchange)
 
         response_id, created_at = new_item_id("resp"), int(time.time())
+        # Keyed on the conversation as the model gets it (earlier turns resolved), not the id naming them.
+        cache = chat_cache_use("openai/v1/responses", chat)
 
         def keep(response: dict[str, Any]) -> None:
             if not keep_it:
@@ -78,8 +80,8 @@ def add_responses_routes(router: Router, registry: Registry, predictor: Predicto
 
         if stream:
             events = ResponseEvents(body, response_id=response_id, created_at=created_at, model=reference, keep=keep)
-            return StreamReply(predictor.stream(model, bind, req.meter), events)
-        answer = read_completion(predictor.call(model, bind, req.meter))
+            return StreamReply(predictor.stream(model, bind, req.meter, cache), events)
+        answer = read_completion(predictor.call(model, bind, req.meter, cache))
         status, incomplete = wire.status_of(answer.finish_reason)
         response = wire.response(body, response_id=response_id, created_at=created_at, model=reference,
                                  status=status, output=wire.output_items(answer, new_item_id),

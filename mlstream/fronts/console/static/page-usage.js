@@ -94,23 +94,31 @@ async function refresh() {
     const totals = chart.totals || {};
     say($("usage-totals"), `${formatNumber(totals.requests)} requests, ${formatNumber(totals.errors)} errors, ` +
         `${formatNumber(totals.input_tokens)} input and ${formatNumber(totals.output_tokens)} output tokens, ` +
-        `cost ${totals.cost === null || totals.cost === undefined ? "unknown (no prices)" : formatNumber(totals.cost, 4)}`);
+        `cost ${totals.cost === null || totals.cost === undefined ? "unknown (no prices)" : formatNumber(totals.cost, 4)}, ` +
+        `${formatNumber(totals.cache_hits || 0)} answered from the response cache`);
     tableRows = table.rows.map((row) => ({
       period: String(row[unit] ?? ""), tenant: String(row.tenant ?? ""), key: String(row.key ?? ""),
       model: modelLabel(names, row.model),
       requests: row.requests, errors: row.errors, input_tokens: row.input_tokens, output_tokens: row.output_tokens,
-      cached_input_tokens: row.cached_input_tokens, cost: row.cost,
+      cached_input_tokens: row.cached_input_tokens, cost: row.cost, cache_hits: row.cache_hits,
+      saved_cost: row.saved_cost,
     }));
     fillTable($("usage-table").tBodies[0], tableRows.map((row) => [
       h("td", {}, row.period), h("td", {}, row.tenant), h("td", {}, row.key), h("td", {}, row.model),
       ...["requests", "errors", "input_tokens", "output_tokens", "cached_input_tokens"].map((f) =>
         h("td", {class: "num"}, formatNumber(row[f]))),
-      h("td", {class: "num"}, row.cost === null || row.cost === undefined ? "–" : formatNumber(row.cost, 6)),
-    ]), "No calls in this period", 10);
+      h("td", {class: "num"}, money(row.cost)),
+      h("td", {class: "num"}, formatNumber(row.cache_hits || 0)),
+      h("td", {class: "num"}, money(row.saved_cost)),
+    ]), "No calls in this period", 12);
     say($("usage-message"), "");
   } catch (error) {
     say($("usage-message"), error.reason || String(error));
   }
+}
+
+function money(value) {
+  return value === null || value === undefined ? "–" : formatNumber(value, 6);
 }
 
 function modelLabel(names, id) {
@@ -127,7 +135,7 @@ export function csvCell(value) {
 
 function exportCsv() {
   const fields = ["period", "tenant", "key", "model", "requests", "errors", "input_tokens", "output_tokens",
-                  "cached_input_tokens", "cost"];
+                  "cached_input_tokens", "cost", "cache_hits", "saved_cost"];
   const lines = [fields.join(","), ...tableRows.map((row) => fields.map((f) => csvCell(row[f])).join(","))];
   const blob = new Blob([lines.join("\r\n") + "\r\n"], {type: "text/csv"});
   const link = h("a", {href: URL.createObjectURL(blob), download: `mlstream-usage-${new Date().toISOString().slice(0, 10)}.csv`});

@@ -1,0 +1,193 @@
+"""The response cache's table, in whichever store the deployment runs on.
+
+    cache_entry (key TEXT PRIMARY KEY, scope, model_id, size, created, expires, doc)
+
+One row per entry (``caching.Entry`` as JSON); ``created`` and ``expires`` in Unix seconds.
+SQLite keeps it in ``cache.db`` beside ``mlstream.db`` (an entry written never moves the
+main file's change counter, which would empty every cache of the process, nor waits for
+its write lock); PostgreSQL in ``mlstream_cache_entry`` (migration 8), with no NOTIFY
+trigger, so every host on the database reads the same entries.
+
+Both run the same SQL (``?`` placeholders, ``%s`` for psycopg). A write is one
+transaction: the entry, then, when the table is over its size cap, the oldest entries
+out until it fits; expired entries go at most once a minute (``Paced``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from ..errors import StoreError
+from ..speedups import dumps_json
+
+Execute = Callable[[str, Sequence[Any]], list[tuple]]
+PURGE_SECONDS = 60.0  # expired entries are deleted at most this often (reads skip them anyway)
+
+
+def schema(prefix: str, *, big: str, real: str) -> list[str]:
+    return [(f"CREATE TABLE IF NOT EXISTS {prefix}cache_entry (key TEXT PRIMARY KEY, scope TEXT NOT NULL,"
+             f" model_id TEXT NOT NULL, size {big} NOT NULL, created {real} NOT NULL, expires {real} NOT NULL,"
+             " doc TEXT NOT NULL)"),
+            f"CREATE INDEX IF NOT EXISTS {prefix}cache_entry_created ON {prefix}cache_entry (created)",
+            f"CREATE INDEX IF NOT EXISTS {prefix}cache_entry_expires ON {prefix}cache_entry (expires)"]
+
+
+POSTGRES_SCHEMA = schema("mlstream_", big="BIGINT", real="DOUBLE PRECISION")
+SQLITE_SCHEMA = schema("", big="INTEGER", real="REAL")
+
+
+class CacheTable(ABC):
+    """The entries of one store. Every method is one short transaction or read."""
+
+    _prefix = ""
+
+    def __init__(self) -> None:
+        self._purged = 0.0
+        self._purge_lock = threading.Lock()
+
+    @abstractmethod
+    def _transaction(self) -> Any:
+        """A context manager giving an ``Execute`` inside one transaction."""
+
+    def close(self) -> None:
+        pass
+
+    def get(self, key: str, now: float | None = None) -> tuple[dict[str, Any], float] | None:
+        """The entry's document and when it was made (Unix seconds), unless missing or expired."""
+        now = time.time() if now is None else now
+        with self._transaction() as execute:
+            rows = execute(f"SELECT doc, created FROM {self._prefix}cache_entry WHERE key = ? AND expires > ?",
+                           (key, now))
+        return (json.loads(rows[0][0]), float(rows[0][1])) if rows else None
+
+    def put(self, key: str, scope: str, model_id: str, doc: dict[str, Any], ttl_s: float, max_bytes: int,
+            now: float | None = None) -> tuple[int, int]:
+        """Keep an entry (replacing one under the same key), then make the table fit
+        ``max_bytes``, oldest first. The table's entries and bytes after it."""
+        now = time.time() if now is None else now
+        text = dumps_json(doc).decode("utf-8")
+        size = len(text.encode("utf-8")) + len(key)
+        p = self._prefix
+        purge = self._purge_due(now)
+        with self._transaction() as execute:
+            if purge:
+                execute(f"DELETE FROM {p}cache_entry WHERE expires <= ?", (now,))
+            execute(f"INSERT INTO {p}cache_entry (key, scope, model_id, size, created, expires, doc)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET scope = excluded.scope,"
+                    " model_id = excluded.model_id, size = excluded.size, created = excluded.created,"
+                    " expires = excluded.expires, doc = excluded.doc",
+                    (key, scope, model_id, size, now, now + ttl_s, text))
+            entries, total = execute(f"SELECT COUNT(*), COALESCE(SUM(size), 0) FROM {p}cache_entry", ())[0]
+            if total > max_bytes:
+                # The oldest entries whose sizes, summed from the oldest, cover the excess.
+                excess = int(total) - max_bytes
+                rows = execute(f"SELECT key, size FROM {p}cache_entry ORDER BY created", ())
+                doomed: list[str] = []
+                for old_key, old_size in rows:
+                    if excess <= 0:
+                        break
+                    doomed.append(old_key)
+                    excess -= int(old_size)
+                for start in range(0, len(doomed), 500):
+                    part = doomed[start:start + 500]
+                    execute(f"DELETE FROM {p}cache_entry WHERE key IN ({','.join('?' * len(part))})", part)
+                entries, total = execute(f"SELECT COUNT(*), COALESCE(SUM(size), 0) FROM {p}cache_entry", ())[0]
+        return int(entries), int(total)
+
+    def delete(self, model_id: str | None = None, scope: str | None = None) -> int:
+        """Delete the entries of a model, of a scope, of both, or every one: how many went."""
+        where, params = [], []
+        if model_id is not None:
+            where.append("model_id = ?")
+            params.append(model_id)
+        if scope is not None:
+            where.append("(scope = ? OR scope LIKE ?)")
+            params += [scope, scope + "/%"]
+        sql = f"DELETE FROM {self._prefix}cache_entry" + (f" WHERE {' AND '.join(where)}" if where else "")
+        with self._transaction() as execute:
+            count = execute(f"SELECT COUNT(*) FROM {self._prefix}cache_entry"
+                            + (f" WHERE {' AND '.join(where)}" if where else ""), params)[0][0]
+            execute(sql, params)
+        return int(count)
+
+    def stats(self, now: float | None = None) -> tuple[int, int]:
+        """Live entries and their bytes."""
+        now = time.time() if now is None else now
+        with self._transaction() as execute:
+            entries, total = execute(f"SELECT COUNT(*), COALESCE(SUM(size), 0) FROM {self._prefix}cache_entry"
+                                     " WHERE expires > ?", (now,))[0]
+        return int(entries), int(total)
+
+    def _purge_due(self, now: float) -> bool:
+        with self._purge_lock:
+            if now - self._purged < PURGE_SECONDS:
+                return False
+            self._purged = now
+            return True
+
+
+class SQLiteCache(CacheTable):
+    """``cache.db``: one connection, one short transaction at a time under a lock
+    (``BEGIN IMMEDIATE`` serialises writers of the file across processes)."""
+
+    FILENAME = "cache.db"
+
+    def __init__(self, data_dir: Path, busy_timeout: float) -> None:
+        super().__init__()
+        path = data_dir / self.FILENAME
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
+            if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            for sql in SQLITE_SCHEMA:
+                self._db.execute(sql)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the response cache at {path}: {exc}") from exc
+        self._lock = threading.Lock()  # guards the connection: one short statement batch under it
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Execute]:
+        def execute(sql: str, params: Sequence[Any]) -> list[tuple]:
+            return self._db.execute(sql, tuple(params)).fetchall()
+
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield execute
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"response cache operation failed: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class PostgresCache(CacheTable):
+    """``mlstream_cache_entry`` (migration 8) through the store's pool (``session``)."""
+
+    _prefix = "mlstream_"
+
+    def __init__(self, session: Callable[[], Any]) -> None:
+        super().__init__()
+        self._session = session
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Execute]:
+        with self._session() as conn:
+            def execute(sql: str, params: Sequence[Any]) -> list[tuple]:
+                cursor = conn.execute(sql.replace("?", "%s"), tuple(params))
+                return cursor.fetchall() if cursor.description else []
+            yield execute

@@ -1,0 +1,283 @@
+"""The response cache without sockets: its rules (``caching``), its table on a real SQLite
+file, a chat answer's conversions, and identical calls in flight sharing one (a bounded
+stress loop)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlstream.access.keys import ApiKey, Caller
+from mlstream.access.tenants import DEFAULT
+from mlstream.caching import (CacheConfig, CacheControls, Entry, cache_key, entry_doc, entry_of, parse_cache,
+                              parse_controls)
+from mlstream.errors import BadRequest, Forbidden, UpstreamError
+from mlstream.fronts.chat import chat_cache_use, completion_of_pieces, pieces_of_chunks, pieces_of_completion
+from mlstream.inference.cache import CacheUse, Recording, ResponseCache, stream_entry
+from mlstream.metrics import Metrics
+from mlstream.providers.events import Chunk, Delta, Done, Failure, Reasoning, Started
+from mlstream.settings.server import ServerSettings
+from mlstream.store.cache_table import SQLiteCache
+
+from ..support.pools import StubPool
+
+
+# --- a model's cache field, a request's controls ------------------------------------------------
+
+@pytest.mark.parametrize("value, expected", [
+    ({}, CacheConfig()),
+    ({"mode": "exact", "ttl_s": 60}, CacheConfig("exact", 60.0)),
+    ({"mode": "off"}, CacheConfig("off")),
+    ({"scope": "key", "ttl_s": 0.5}, CacheConfig("exact", 0.5, "key")),
+])
+def test_a_cache_field_parses(value: Any, expected: CacheConfig) -> None:
+    assert parse_cache(value) == expected
+    assert parse_cache(expected.to_doc()) == expected  # stored, read back
+
+
+@pytest.mark.parametrize("value, words", [
+    ("exact", "object"), ({"mode": "semantic"}, "semantic"), ({"ttl_s": 0}, "ttl_s"), ({"ttl_s": True}, "ttl_s"),
+    ({"ttl_s": "60"}, "ttl_s"), ({"scope": "team"}, "scope"), ({"size": 3}, "size"),
+])
+def test_a_bad_cache_field_says_what_is_wrong(value: Any, words: str) -> None:
+    with pytest.raises(BadRequest, match=words):
+        parse_cache(value)
+
+
+@pytest.mark.parametrize("headers, expected", [
+    ((None, None, None), CacheControls()),
+    (("no-cache", None, None), CacheControls(no_cache=True)),
+    (("No-Store, max-age=30", None, None), CacheControls(no_store=True, max_age=30.0)),
+    (('max-age="0"', None, None), CacheControls(max_age=0.0)),
+    (("private, no-transform", None, None), CacheControls()),  # a cache may ignore what it does not act on
+    ((None, "120", "team/eval-1"), CacheControls(ttl=120.0, namespace="team/eval-1")),
+])
+def test_request_controls_parse(headers: tuple, expected: CacheControls) -> None:
+    assert parse_controls(*headers) == expected
+
+
+@pytest.mark.parametrize("headers, words", [
+    (("max-age=soon", None, None), "max-age"), (("max-age=-1", None, None), "max-age"),
+    ((None, "0", None), "ttl"), ((None, "1.5", None), "ttl"), ((None, None, "a b"), "namespace"),
+    ((None, None, "x" * 129), "namespace"),
+])
+def test_bad_controls_are_a_400_naming_the_header(headers: tuple, words: str) -> None:
+    with pytest.raises(BadRequest, match=words):
+        parse_controls(*headers)
+
+
+def test_controls_used_by_their_allowed_names() -> None:
+    used = parse_controls("no-cache, no-store, max-age=1", "5", "ns").used()
+    assert used == ["no-cache", "no-store", "max-age", "ttl", "namespace"]
+
+
+# --- the key ------------------------------------------------------------------------------------
+
+def key(**changes: Any) -> str:
+    fields = {"scope": "t", "model_id": "m", "version": "1/2", "interface": "openai/v1/chat/completions",
+              "namespace": "", "request": {"messages": [{"role": "user", "content": "hi"}], "temperature": 0}}
+    fields.update(changes)
+    return cache_key(**fields)
+
+
+def test_the_key_is_canonical_and_every_part_counts() -> None:
+    base = key()
+    assert len(base) == 64 and base == key(request={"temperature": 0, "messages": [{"content": "hi", "role": "user"}]})
+    for change in ({"scope": "u"}, {"model_id": "n"}, {"version": "1/3"}, {"interface": "anthropic/v1/messages"},
+                   {"namespace": "x"}, {"request": {"messages": [], "temperature": 0}}):
+        assert key(**change) != base, change
+
+
+def test_fields_that_do_not_change_the_answer_are_not_in_the_key() -> None:
+    body = {"model": "a", "messages": [{"role": "user", "content": "hi"}], "seed": 1}
+    plan = _cache().plan("m", CacheConfig(), "v", chat_cache_use("i", body), CacheControls(), None)[0]
+    same = {**body, "model": "b", "stream": True, "stream_options": {"include_usage": True}, "user": "u",
+            "metadata": {"k": "v"}}
+    other = {**body, "seed": 2}
+    cache = _cache()
+    assert cache.plan("m", CacheConfig(), "v", chat_cache_use("i", same), CacheControls(), None)[0].key == plan.key
+    assert cache.plan("m", CacheConfig(), "v", chat_cache_use("i", other), CacheControls(), None)[0].key != plan.key
+
+
+def test_scope_is_the_tenant_or_the_key_and_a_key_may_be_limited_to_some_controls() -> None:
+    cache = _cache()
+    alice = Caller(ApiKey("k1", "alice", "user", 0, allowed_cache_controls=("max-age",)), DEFAULT)
+    bob = Caller(ApiKey("k2", "bob", "user", 0), DEFAULT)
+    use = CacheUse("i", {"messages": []})
+
+    def planned(caller: Caller, config: CacheConfig = CacheConfig(), controls: CacheControls = CacheControls()):
+        return cache.plan("m", config, "v", use, controls, caller)
+
+    assert planned(alice)[0].key == planned(bob)[0].key  # one tenant
+    assert planned(alice, CacheConfig(scope="key"))[0].key != planned(bob, CacheConfig(scope="key"))[0].key
+    assert planned(alice, CacheConfig(scope="key"))[0].scope == "default/key:k1"
+    assert planned(alice, controls=CacheControls(max_age=5.0))[0].max_age == 5.0
+    with pytest.raises(Forbidden, match="no-store"):
+        planned(alice, controls=CacheControls(no_store=True))
+    assert planned(bob, controls=CacheControls(no_store=True)) == (None, "BYPASS")
+    assert planned(bob, CacheConfig("off")) == (None, "DISABLED")
+    assert cache.plan("m", None, "v", use, CacheControls(), bob) == (None, "DISABLED")  # no server default
+
+
+# --- an entry, stored and read back -------------------------------------------------------------
+
+def test_an_entry_round_trips_and_an_unknown_version_is_a_miss() -> None:
+    entry = Entry(None, (("d", "a"), ("r", "why"), ("d", {"id": "c1", "type": "function",
+                                                        "function": {"name": "f", "arguments": "{}"}})),
+                  "stop", {"prompt_tokens": 3}, 3, 4, 0.5, 0)
+    doc = json.loads(json.dumps(entry_doc(entry)))
+    assert entry_of(doc, 7) == Entry(entry.answer, entry.pieces, "stop", {"prompt_tokens": 3}, 3, 4, 0.5, 7)
+    assert entry_of({**doc, "v": 99}, 0) is None
+
+
+def test_the_table_keeps_expires_caps_and_deletes(tmp_path: Path) -> None:
+    table = SQLiteCache(tmp_path, 5.0)
+    try:
+        table.put("k1", "red", "m1", {"v": 1}, 10.0, 10_000, now=100.0)
+        assert table.get("k1", now=105.0) == ({"v": 1}, 100.0)
+        assert table.get("k1", now=110.0) is None  # expired
+        table.put("k1", "red", "m1", {"v": 2}, 10.0, 10_000, now=200.0)  # replaced
+        assert table.get("k1", now=201.0) == ({"v": 2}, 200.0)
+        table.put("k2", "red/key:abc", "m2", {"v": 3}, 10.0, 10_000, now=201.0)
+        table.put("k3", "blue", "m1", {"v": 4}, 10.0, 10_000, now=202.0)
+        assert table.stats(now=203.0)[0] == 3
+        # the oldest go first once the cap is passed
+        size = table.stats(now=203.0)[1]
+        entries, after = table.put("k4", "blue", "m2", {"v": 5}, 10.0, size, now=204.0)
+        assert table.get("k1", now=204.0) is None and table.get("k4", now=204.0) is not None
+        assert after <= size and entries == 3
+        assert table.delete(scope="red", model_id=None) == 1  # k2, a key-scoped entry of red's
+        assert table.delete(model_id="m1") == 1
+        assert table.delete() == 1 and table.stats(now=205.0) == (0, 0)
+    finally:
+        table.close()
+
+
+# --- a chat answer's conversions ------------------------------------------------------------------
+
+def chunk(delta: dict[str, Any], finish: str | None = None, index: int = 0, **extra: Any) -> str:
+    return json.dumps({"id": "x", "object": "chat.completion.chunk", "choices": [
+        {"index": index, "delta": delta, "finish_reason": finish}], **extra})
+
+
+def test_relayed_chunks_read_as_pieces_with_whole_tool_calls() -> None:
+    chunks = [chunk({"role": "assistant", "content": ""}), chunk({"reasoning_content": "hm"}),
+              chunk({"content": "Hel"}), chunk({"content": "lo"}),
+              chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                     "function": {"name": "get", "arguments": ""}}]}),
+              chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a":'}}]}),
+              chunk({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}),
+              chunk({}, "tool_calls"),
+              json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 7}})]
+    pieces, finish, usage = pieces_of_chunks(chunks)
+    assert pieces == [("r", "hm"), ("d", "Hel"), ("d", "lo"),
+                      ("d", {"id": "call_1", "type": "function", "function": {"name": "get", "arguments": '{"a":1}'}})]
+    assert finish == "tool_calls" and usage == {"prompt_tokens": 5, "completion_tokens": 7}
+    assert pieces_of_chunks([chunk({"content": "a"}, index=1)]) is None  # several choices: not stored
+    assert pieces_of_chunks(["not json"]) is None
+
+
+def test_a_completion_and_its_pieces_convert_both_ways() -> None:
+    pieces = (("r", "think"), ("d", "The "), ("d", "answer"),
+              ("d", {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}))
+    entry = Entry(None, pieces, "tool_use", {"input_tokens": 2, "output_tokens": 3})
+    completion = completion_of_pieces(entry)
+    message = completion["choices"][0]["message"]
+    assert message["content"] == "The answer" and message["reasoning_content"] == "think"
+    assert message["tool_calls"] == [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    assert completion["choices"][0]["finish_reason"] == "tool_calls"
+    assert completion["usage"] == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
+    back, finish, usage = pieces_of_completion(json.dumps(completion))  # the provider's JSON text too
+    assert back == [("r", "think"), ("d", "The answer"), pieces[3]]
+    assert finish == "tool_calls" and usage["completion_tokens"] == 3
+
+
+def test_several_choices_are_served_only_as_they_were_made() -> None:
+    use = chat_cache_use("i", {"messages": [], "n": 2}, relayed_chunks=True)
+    assert use.answer_of is None and use.pieces_of is None and use.chunks is None
+
+
+# --- a stream's recording -------------------------------------------------------------------------
+
+def test_a_recording_stores_only_a_completed_stream_within_its_size() -> None:
+    use = CacheUse("i", {})
+    done = Recording(1000)
+    for item in (Started(), Reasoning("r"), Delta("a"), Delta("b"), Done("stop", {"x": 1})):
+        done.take(item)
+    assert stream_entry(use, done, (1, 2), 0.5) == Entry(None, (("r", "r"), ("d", "a"), ("d", "b")), "stop",
+                                                         {"x": 1}, 1, 2, 0.5)
+    failed = Recording(1000)
+    for item in (Delta("a"), Failure(UpstreamError("cut", kind="stream"))):
+        failed.take(item)
+    assert stream_entry(use, failed, (0, 0), None) is None
+    cut = Recording(1000)
+    cut.take(Delta("a"))  # never ended
+    assert stream_entry(use, cut, (0, 0), None) is None
+    big = Recording(3)
+    for item in (Delta("abcd"), Done("stop")):
+        big.take(item)
+    assert stream_entry(use, big, (0, 0), None) is None
+    relayed = Recording(1000)
+    for item in (Chunk(b'{"a":1}'), Done()):
+        relayed.take(item)
+    assert stream_entry(use, relayed, (0, 0), None).pieces == (("c", '{"a":1}'),)
+
+
+# --- identical calls in flight ----------------------------------------------------------------------
+
+class MemoryTable:
+    """The table's interface in memory, for the flights' stress loop (the SQLite one is above)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[dict, float]] = {}
+        self.lock = threading.Lock()
+
+    def get(self, key: str, now: float | None = None):
+        with self.lock:
+            return self.rows.get(key)
+
+    def put(self, key, scope, model_id, doc, ttl_s, max_bytes, now=None):
+        with self.lock:
+            self.rows[key] = (json.loads(json.dumps(doc)), now or 0.0)
+            return len(self.rows), 0
+
+
+def _cache(table: Any = None) -> ResponseCache:
+    memory = table or MemoryTable()
+    return ResponseCache(lambda: memory, ServerSettings(), Metrics(StubPool()))
+
+
+@pytest.mark.parametrize("round_", range(20))
+def test_identical_calls_in_flight_make_one_call_and_every_waiter_gets_it(round_: int) -> None:
+    cache = _cache()
+    plan = cache.plan("m", CacheConfig(), "v", CacheUse("i", {"n": round_}), CacheControls(), None)[0]
+    calls, served = [], []
+    start = threading.Barrier(16)
+    leader_fails = round_ % 4 == 0  # then a waiter calls in its place
+
+    def one(index: int) -> None:
+        start.wait(10)
+        hit, flight = cache.consult(plan, stream=False)
+        if hit is not None:
+            served.append(hit.entry.answer)
+            return
+        calls.append(index)
+        failing = leader_fails and len(calls) == 1
+        cache.land(plan, flight, None if failing else Entry({"answer": index}))
+        if not failing:
+            served.append({"answer": index})
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(calls) == (2 if leader_fails else 1), calls
+    assert len(served) == (15 if leader_fails else 16)
+    assert len({json.dumps(answer) for answer in served}) == 1
+    assert not cache._flights  # every flight landed
