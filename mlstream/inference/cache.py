@@ -155,9 +155,17 @@ class ResponseCache:
                 return hit, Flight(None)
             with self._lock:
                 flight = self._flights.get(plan.key)
-                if flight is None:
+                leader = flight is None
+                if leader:
                     flight = self._flights[plan.key] = Flight(plan.key)
+            if leader:
+                # A call that landed between this request's look-up and its flight stored
+                # its entry already: look once more rather than call again.
+                hit = self._lookup(plan, stream)
+                if hit is None:
                     return None, flight
+                self.land(plan, flight, None)
+                return hit, Flight(None)
             if not flight.wait(COALESCE_WAIT_SECONDS):
                 break
         return None, Flight(None)

@@ -259,9 +259,12 @@ def test_a_stream_cut_short_or_failed_is_never_stored(gateway: Gateway) -> None:
 def test_hits_are_recorded_as_hits_and_count_for_rpm_not_tokens_or_budget(gateway: Gateway) -> None:
     model = gateway.model("metered", Scenario(chunks=3),
                           pricing={"input_per_1m": 1000.0, "output_per_1m": 1000.0})
-    user, _ = gateway.key("metered-user", rpm=3, tpm=1_000_000, budget=1.0)
+    # a budget the first call spends whole: the hits after it are still served (they cost nothing)
+    user, _ = gateway.key("metered-user", rpm=3, tpm=1_000_000, budget=0.000001)
     assert chat(user, model).headers["x-mlstream-cache"] == "MISS"
     assert chat(user, model).headers["x-mlstream-cache"] == "HIT"
+    spent = chat(user, model, temperature=1)
+    assert spent.status == 429 and spent.body["error"]["code"] == "insufficient_quota", spent.body
     records = gateway.admin.ok("GET", f"{MLS}/usage/records?key=metered-user")["records"]
     miss, hit = sorted(records, key=lambda r: r["time_ms"])
     assert not miss["cache_hit"] and miss["cost"] > 0 and miss["output_tokens"] > 0
@@ -272,7 +275,8 @@ def test_hits_are_recorded_as_hits_and_count_for_rpm_not_tokens_or_budget(gatewa
     assert totals["cache_hits"] == 1 and totals["cost"] == pytest.approx(miss["cost"])
     assert totals["saved_cost"] == pytest.approx(miss["cost"])
     third = chat(user, model)
-    assert third.headers["x-mlstream-cache"] == "HIT" and third.headers["x-ratelimit-remaining-requests"] == "0"
+    assert third.headers["x-mlstream-cache"] == "HIT" and third.headers["x-ratelimit-remaining-requests"] == "0", (
+        third.status, third.body)
     assert chat(user, model).status == 429  # the fourth within the minute: rpm counts hits
     metrics = gateway.admin.call("GET", "/metrics", preload_content=True).body
     assert 'mlstream_cache_requests_total{result="hit"} 2' in metrics

@@ -230,15 +230,23 @@ def test_a_recording_stores_only_a_completed_stream_within_its_size() -> None:
 # --- identical calls in flight ----------------------------------------------------------------------
 
 class MemoryTable:
-    """The table's interface in memory, for the flights' stress loop (the SQLite one is above)."""
+    """The table's interface in memory, for the flights' stress loop (the SQLite one is above):
+    it counts look-ups, so a test can hold its leader until every request has looked."""
 
     def __init__(self) -> None:
         self.rows: dict[str, tuple[dict, float]] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
+        self.lookups = 0
 
     def get(self, key: str, now: float | None = None):
         with self.lock:
+            self.lookups += 1
+            self.lock.notify_all()
             return self.rows.get(key)
+
+    def wait_lookups(self, count: int) -> None:
+        with self.lock:
+            self.lock.wait_for(lambda: self.lookups >= count, timeout=10)
 
     def put(self, key, scope, model_id, doc, ttl_s, max_bytes, now=None):
         with self.lock:
@@ -253,7 +261,8 @@ def _cache(table: Any = None) -> ResponseCache:
 
 @pytest.mark.parametrize("round_", range(20))
 def test_identical_calls_in_flight_make_one_call_and_every_waiter_gets_it(round_: int) -> None:
-    cache = _cache()
+    table = MemoryTable()
+    cache = _cache(table)
     plan = cache.plan("m", CacheConfig(), "v", CacheUse("i", {"n": round_}), CacheControls(), None)[0]
     calls, served = [], []
     start = threading.Barrier(16)
@@ -267,6 +276,8 @@ def test_identical_calls_in_flight_make_one_call_and_every_waiter_gets_it(round_
             return
         calls.append(index)
         failing = leader_fails and len(calls) == 1
+        if len(calls) == 1:
+            table.wait_lookups(16)  # the "provider call" lasts until every request has looked
         cache.land(plan, flight, None if failing else Entry({"answer": index}))
         if not failing:
             served.append({"answer": index})
