@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .cache import cache_cost
 from .fronts import new_fronts
 from .paced import paced
 from .router import router_cost
@@ -26,4 +27,5 @@ SCENARIOS: dict[str, Callable[[Env], dict[str, Any]]] = {
     "new_fronts": new_fronts,
     "router": router_cost,
     "paced": paced,
+    "cache": cache_cost,
 }

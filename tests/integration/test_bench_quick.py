@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = ("relay_throughput", "added_latency", "slow_streams", "backpressure", "cancellation", "admission",
-             "churn", "embedding_predict", "provider_relay", "openai_front", "new_fronts", "paced")
+             "churn", "embedding_predict", "provider_relay", "openai_front", "new_fronts", "paced", "cache")
 
 
 @pytest.mark.slow
