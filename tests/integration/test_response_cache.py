@@ -383,3 +383,56 @@ def test_an_anthropic_model_relayed_is_replayed_as_it_came(gateway: Gateway) -> 
                                                          thinking=thinking)
         assert whole.headers["x-mlstream-cache"] == "HIT" and whole.parse().content == first.parse().content
         assert len(upstream.stats.requests) == sent
+
+
+FRONT_CALLS = {  # front -> (path, body for a model id, stream field)
+    "openai": ("/v1/chat/completions", lambda m: {"model": m, "messages": CHAT}),
+    "anthropic": ("/v1/messages", lambda m: {"model": m, "messages": CHAT, "max_tokens": 50}),
+    "responses": ("/v1/responses", lambda m: {"model": m, "input": "tell me"}),
+    "ml-commons": ("/_plugins/_ml/models/{m}/_predict", lambda m: {"parameters": {"messages": CHAT}}),
+    "ml-commons stream": ("/_plugins/_ml/models/{m}/_predict/stream", lambda m: {"parameters": {"messages": CHAT}}),
+}
+
+
+@pytest.mark.parametrize("front", list(FRONT_CALLS))
+def test_every_front_answers_miss_hit_refresh_bypass_and_the_provider_sees_only_what_it_must(
+        gateway: Gateway, front: str) -> None:
+    model = gateway.model(f"front {front}", Scenario(chunks=3))
+    path, body = FRONT_CALLS[front]
+    path = path.replace("{m}", model)
+
+    def call(headers: dict[str, str] | None = None) -> tuple[str, int]:
+        reply = gateway.admin.call("POST", path, body(model), headers={**gateway.admin.http.headers, **(headers or {})})
+        assert reply.status == 200, (front, reply.status, reply.body)
+        return reply.headers["x-mlstream-cache"], chat_calls(gateway.fake)
+
+    status, calls = call()
+    assert status == "MISS"
+    assert call() == ("HIT", calls)
+    assert call({"Cache-Control": "no-cache"}) == ("REFRESH", calls + 1)
+    assert call({"Cache-Control": "no-store"}) == ("BYPASS", calls + 2)
+    assert call() == ("HIT", calls + 2)
+
+
+class EventStream:
+    """opensearch-py's serializer for text/event-stream, as the README's "Streaming from Python"."""
+    mimetype = "text/event-stream"
+
+    def loads(self, text: str) -> list:
+        return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+
+    def dumps(self, data):  # requests are JSON; never called for them
+        raise NotImplementedError
+
+
+def test_a_stream_replayed_through_opensearch_py_is_the_same_event_stream(gateway: Gateway) -> None:
+    model = gateway.model("osp-stream", Scenario(chunks=4))
+    client = OpenSearch(hosts=[gateway.url], timeout=HANG_GUARD, headers=bearer(gateway.admin_key),
+                        serializers={"text/event-stream": EventStream()})
+    body = {"parameters": {"messages": CHAT}}
+    first = client.plugins.ml.predict_model_stream(model_id=model, body=body)
+    calls = chat_calls(gateway.fake)
+    again = client.plugins.ml.predict_model_stream(model_id=model, body=body)
+    assert again == first and chat_calls(gateway.fake) == calls and len(first) >= 4
+    assert again[-1]["inference_results"][0]["output"][0]["dataAsMap"]["is_last"] is True
+    client.close()
