@@ -308,7 +308,8 @@ class Recording:
 
 
 class RecordingChannel(Channel):
-    """A channel whose writer's every item is also recorded (a leader stream's)."""
+    """A channel whose every item read, what its client is sent, is also recorded (a
+    leader stream's: a stream's entry is what its client got, after output guardrails)."""
 
     def __init__(self, capacity: int, recording: Recording) -> None:
         super().__init__(capacity)

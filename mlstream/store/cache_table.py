@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import StoreError
 from ..speedups import dumps_json
+from .transactions import write_transaction
 
 Execute = Callable[[str, Sequence[Any]], list[tuple]]
 PURGE_SECONDS = 60.0  # expired entries are deleted at most this often (reads skip them anyway)
@@ -158,17 +159,8 @@ class SQLiteCache(CacheTable):
         def execute(sql: str, params: Sequence[Any]) -> list[tuple]:
             return self._db.execute(sql, tuple(params)).fetchall()
 
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield execute
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"response cache operation failed: {exc}") from exc
+        with self._lock, write_transaction(self._db, "response cache operation"):
+            yield execute
 
     def close(self) -> None:
         with self._lock:

@@ -28,6 +28,7 @@ from ..usage.limits import take
 from ..speedups import dumps_json
 from ..usage.tables import SQLiteUsage, UsageTables
 from .cache_table import CacheTable, SQLiteCache
+from .transactions import write_transaction
 
 log = logging.getLogger(__name__)
 
@@ -161,22 +162,6 @@ class Store(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
-
-
-@contextmanager
-def _write_transaction(db: sqlite3.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT on an autocommit connection (ROLLBACK on any error), its
-    SQLite errors as StoreError."""
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-    except sqlite3.Error as exc:
-        raise StoreError(f"store operation failed: {exc}") from exc
 
 
 class SQLiteStore(Store):
@@ -376,7 +361,7 @@ class SQLiteStore(Store):
     def take_token(self, key: str, capacity: float, per_second: float) -> float:
         with self._buckets_lock:
             db = self._buckets_db
-            with _write_transaction(db):
+            with write_transaction(db):
                 row = db.execute("SELECT tokens, updated FROM bucket WHERE key = ?", (key,)).fetchone()
                 now = time.time()  # wall time: the processes sharing the file share no other clock
                 tokens, updated = row if row else (capacity, now)
@@ -391,7 +376,7 @@ class SQLiteStore(Store):
         purge = self.response_purge.due()
         with self._responses_lock:
             db = self._responses_db
-            with _write_transaction(db):
+            with write_transaction(db):
                 if purge:
                     db.execute("DELETE FROM response WHERE expires <= ?", (time.time(),))
                 db.executemany("INSERT INTO response (id, doc, expires) VALUES (?, ?, ?) ON CONFLICT(id)"

@@ -17,6 +17,7 @@ from opensearchpy import (
 
 from mlstream.testing.fake_openai import DEFAULT_TEXT
 
+from ..support.clients import EventStreamSerializer
 from ..support.connectors import openai_connector
 from ..support.streams import SEED_MESSAGES
 
@@ -202,16 +203,7 @@ def test_predict_model_stream_needs_an_event_stream_serializer(client, server, m
     with pytest.raises(SerializationError, match="text/event-stream"):
         client.plugins.ml.predict_model_stream(model_id=model_id, body=body)
 
-    class EventStream:
-        mimetype = "text/event-stream"
-
-        def loads(self, text: str) -> list:
-            return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
-
-        def dumps(self, data):  # requests are JSON; never called for them
-            raise NotImplementedError
-
-    streaming = OpenSearch(hosts=[server.url], serializers={"text/event-stream": EventStream()})
+    streaming = OpenSearch(hosts=[server.url], serializers={"text/event-stream": EventStreamSerializer()})
     events = streaming.plugins.ml.predict_model_stream(model_id=model_id, body=body)
     maps = [e["inference_results"][0]["output"][0]["dataAsMap"] for e in events]
     assert "".join(m["content"] for m in maps) == DEFAULT_TEXT and maps[-1]["is_last"] is True

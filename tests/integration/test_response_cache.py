@@ -16,7 +16,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario
-from tests.support.clients import Client, bearer, client_with
+from tests.support.clients import Client, EventStreamSerializer, bearer, client_with
 from tests.support.connectors import openai_connector
 from tests.support.timeouts import HANG_GUARD
 
@@ -414,21 +414,10 @@ def test_every_front_answers_miss_hit_refresh_bypass_and_the_provider_sees_only_
     assert call() == ("HIT", calls + 2)
 
 
-class EventStream:
-    """opensearch-py's serializer for text/event-stream, as the README's "Streaming from Python"."""
-    mimetype = "text/event-stream"
-
-    def loads(self, text: str) -> list:
-        return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
-
-    def dumps(self, data):  # requests are JSON; never called for them
-        raise NotImplementedError
-
-
 def test_a_stream_replayed_through_opensearch_py_is_the_same_event_stream(gateway: Gateway) -> None:
     model = gateway.model("osp-stream", Scenario(chunks=4))
     client = OpenSearch(hosts=[gateway.url], timeout=HANG_GUARD, headers=bearer(gateway.admin_key),
-                        serializers={"text/event-stream": EventStream()})
+                        serializers={"text/event-stream": EventStreamSerializer()})
     body = {"parameters": {"messages": CHAT}}
     first = client.plugins.ml.predict_model_stream(model_id=model, body=body)
     calls = chat_calls(gateway.fake)

@@ -76,3 +76,16 @@ def assert_401(reply: Any, *, presented: str | None = None) -> dict:
     if presented:
         assert presented not in json.dumps(body)
     return body
+
+
+class EventStreamSerializer:
+    """opensearch-py's serializer for text/event-stream answers (the README's "Streaming
+    from Python"): the events' data, each parsed."""
+
+    mimetype = "text/event-stream"
+
+    def loads(self, text: str) -> list:
+        return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+
+    def dumps(self, data: Any) -> str:  # requests are JSON; never called for them
+        raise NotImplementedError
