@@ -81,6 +81,7 @@ class Metrics:
         # error (answered), unavailable (deleted or disabled). Bounded as the models are.
         self._routing = Counter[tuple[str, str, str]]()
         self._cache_requests = Counter[str]()  # by x-mlstream-cache status
+        self._cache_semantic = Counter[str]()  # semantic look-ups: hit, miss, error
         self._cache_entries = self._cache_bytes = 0  # as the last write or delete found the cache
 
     def stream_finished(self, outcome: str, chunks: int, first_chunk_seconds: float | None,
@@ -134,6 +135,11 @@ class Metrics:
         """A request the response cache was asked about: HIT, MISS, REFRESH, BYPASS, DISABLED."""
         with self._lock:
             self._cache_requests[status.lower()] += 1
+
+    def cache_semantic(self, result: str) -> None:
+        """A semantic look-up of the response cache: hit, miss, or error (no embedding)."""
+        with self._lock:
+            self._cache_semantic[result] += 1
 
     def cache_size(self, entries: int, size: int) -> None:
         with self._lock:
@@ -245,6 +251,11 @@ class Metrics:
                 "# TYPE mlstream_cache_requests_total counter",
                 *(f'mlstream_cache_requests_total{{result="{result}"}} {n}'
                   for result, n in sorted(self._cache_requests.items())),
+                "# HELP mlstream_cache_semantic_lookups_total Semantic look-ups of the response cache after an "
+                "exact miss, by result (error: the embedding failed, the call went on uncached).",
+                "# TYPE mlstream_cache_semantic_lookups_total counter",
+                *(f'mlstream_cache_semantic_lookups_total{{result="{result}"}} {n}'
+                  for result, n in sorted(self._cache_semantic.items())),
                 "# HELP mlstream_cache_entries Entries in the response cache (as this process last wrote it).",
                 "# TYPE mlstream_cache_entries gauge",
                 f"mlstream_cache_entries {self._cache_entries}",

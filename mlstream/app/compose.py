@@ -27,21 +27,25 @@ import socket
 import ssl
 import sys
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 
 from ..store.cluster import ClusterSettings, cluster_uuid
 from ..access.tenants import TenantStore
-from ..access.keys import Authenticator, KeyStore
+from ..access.keys import Authenticator, Caller, KeyStore
 from ..inference.batch import BatchJobs
 from ..access.budgets import Accountant
 from ..access.controllers import Controllers
 from ..access.credentials import CredentialCodec, open_codec
-from ..errors import MLStreamError, ShuttingDown
+from ..errors import BadRequest, MLStreamError, ShuttingDown
+from .. import processing
+from ..fronts.openai.wire import embedding_vectors
 from ..metrics import Metrics
 from ..guard.guardrails import Checks
 from ..models.ttl import ModelReaper
-from ..inference.predict import Ask, CallMeter, Predictor
+from ..inference.predict import Ask, Bound, CallMeter, Predictor
 from ..models.registry import Registry
 from ..settings.server import AUTO_DEPLOY, SYNC_UP_INTERVAL, ServerSettings
 from ..speedups import start_thread_nowait
@@ -71,6 +75,8 @@ from ..server.transport import HTTPRequestHandler
 from .workers import WorkerLink
 
 log = logging.getLogger(__name__)
+# The usage records' route of a semantic cache's embedding calls.
+EMBEDDING_ROUTE = "response-cache/embedding"
 
 # After cancelling the streams still open at the drain deadline, how long their
 # handlers get to write the final error event.
@@ -162,7 +168,7 @@ class App:
         self.accountant = Accountant(self.usage_tables, self.recorder, self.metrics, self.controllers)
         # The response cache: its table opened on first use (a deployment that never turns it on
         # never makes cache.db).
-        self.cache = ResponseCache(self.store.cache, settings, self.metrics)
+        self.cache = ResponseCache(self.store.cache, settings, self.metrics, embed=self.embed_for_cache)
         self.predictor = Predictor(self.cluster, self.upstream, self.pool, self.metrics, settings,
                                    RateLimiter(self.store if shared else None), self.accountant,
                                    Checks(self.stop_words.percolate, self.ask_guardrail_model),
@@ -189,6 +195,36 @@ class App:
         # current request instead of waiting for another.
         self.draining = threading.Event()
         self.batch.start()  # batch jobs still running when the server last stopped are polled again
+
+    def embed_for_cache(self, model_id: str, text: str, caller: Caller | None) -> list[float]:
+        """A semantic cache's embedding of a request's conversation: one call of the
+        embedding model as the caller (its access, limits and budget), recorded in its usage
+        under the route ``response-cache/embedding``."""
+        started = time.monotonic()
+        meter = CallMeter(caller=caller, request_id=f"cache-{uuid.uuid4().hex}")
+        model = self.registry.resolve(model_id, caller)
+
+        def bind(target: object) -> Bound:
+            def run(prepared: object) -> list[list[float]]:
+                return embedding_vectors(self.predictor.predict(prepared).body)  # type: ignore[arg-type]
+            return Bound(Ask({}, processing.TextDocs((text,))), run=run)
+
+        outcome, status = "error", 500
+        try:
+            vectors = self.predictor.call(model, bind, meter)
+            if len(vectors) != 1:
+                raise BadRequest(f"model [{model_id}] answered {len(vectors)} embeddings for one text: "
+                                 "is it an embedding model?")
+            outcome, status = "ok", 200
+            return vectors[0]
+        except MLStreamError as error:
+            status = error.http_status
+            raise
+        finally:
+            record = meter.usage(route=EMBEDDING_ROUTE, status=status, outcome=outcome, relayed=0,
+                                 first_token_ms=None, duration_ms=(time.monotonic() - started) * 1000)
+            if record is not None:
+                self.accountant.record(record)
 
     def ask_guardrail_model(self, model_id: str, parameters: dict) -> object:
         """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest

@@ -1,6 +1,7 @@
 """What the response cache decides from, pure and I/O-free.
 
-    model field   "cache": {"mode": "exact" | "off", "ttl_s": 3600, "scope": "tenant" | "key"}
+    model field   "cache": {"mode": "exact" | "semantic" | "off", "ttl_s": 3600, "scope": "tenant" | "key",
+                            "embedding_model": id, "threshold": 0.95}   (the last two: semantic)
     request       Cache-Control: no-cache | no-store | max-age=N     (RFC 9111's request directives)
                   x-mlstream-cache-ttl: N          seconds the entry this call stores is kept
                   x-mlstream-cache-namespace: s    a partition inside the caller's tenant
@@ -24,7 +25,7 @@ from typing import Any, Mapping
 
 from ..errors import BadRequest
 
-MODES = ("exact", "off")
+MODES = ("exact", "semantic", "off")
 SCOPES = ("tenant", "key")
 # Fields of a request that never change what the model answers.
 IGNORED_FIELDS = frozenset({"model", "stream", "stream_options", "user", "metadata", "store",
@@ -34,41 +35,64 @@ CACHE_CONTROLS = ("no-cache", "no-store", "max-age", "ttl", "namespace")
 MAX_NAMESPACE = 128
 _NAMESPACE = re.compile(r"^[A-Za-z0-9._:/-]{1,128}$")
 ENTRY_VERSION = 1
+DEFAULT_THRESHOLD = 0.95
 
 
 @dataclass(frozen=True, slots=True)
 class CacheConfig:
-    """A model's cache (or the server's default): on when ``mode`` is "exact"."""
+    """A model's cache (or the server's default): on when ``mode`` is "exact" or
+    "semantic" (exact first, then by meaning through ``embedding_model``)."""
 
     mode: str = "exact"
     ttl_s: float = 3600.0
     scope: str = "tenant"
+    embedding_model: str | None = None  # semantic: the model that embeds the conversation
+    threshold: float = DEFAULT_THRESHOLD  # semantic: the least cosine similarity served
 
     @property
     def on(self) -> bool:
-        return self.mode == "exact"
+        return self.mode != "off"
+
+    @property
+    def semantic(self) -> bool:
+        return self.mode == "semantic"
 
     def to_doc(self) -> dict[str, Any]:
-        return {"mode": self.mode, "ttl_s": self.ttl_s, "scope": self.scope}
+        doc: dict[str, Any] = {"mode": self.mode, "ttl_s": self.ttl_s, "scope": self.scope}
+        if self.semantic:
+            doc.update(embedding_model=self.embedding_model, threshold=self.threshold)
+        return doc
 
 
 def parse_cache(value: Any) -> CacheConfig:
     """A model's ``cache`` field, checked."""
     if not isinstance(value, dict):
         raise BadRequest('[cache] must be an object such as {"mode": "exact", "ttl_s": 3600}')
-    unknown = sorted(set(value) - {"mode", "ttl_s", "scope"})
+    unknown = sorted(set(value) - {"mode", "ttl_s", "scope", "embedding_model", "threshold"})
     if unknown:
-        raise BadRequest(f"[cache] takes mode, ttl_s and scope; got [{', '.join(unknown)}]")
+        raise BadRequest(f"[cache] takes mode, ttl_s, scope, embedding_model and threshold; got [{', '.join(unknown)}]")
     mode = value.get("mode", "exact")
     if mode not in MODES:
-        raise BadRequest(f"[cache.mode] must be one of {', '.join(MODES)} (semantic matching is not served)")
+        raise BadRequest(f"[cache.mode] must be one of {', '.join(MODES)}")
     ttl = value.get("ttl_s", 3600)
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
         raise BadRequest("[cache.ttl_s] must be a number of seconds greater than 0")
     scope = value.get("scope", "tenant")
     if scope not in SCOPES:
         raise BadRequest(f"[cache.scope] must be one of {', '.join(SCOPES)}")
-    return CacheConfig(mode, float(ttl), scope)
+    if mode != "semantic":
+        extra = [name for name in ("embedding_model", "threshold") if name in value]
+        if extra:
+            raise BadRequest(f"[cache.{extra[0]}] is a setting of \"mode\": \"semantic\" only")
+        return CacheConfig(mode, float(ttl), scope)
+    embedding = value.get("embedding_model")
+    if not isinstance(embedding, str) or not embedding.strip():
+        raise BadRequest('[cache.embedding_model] is required with "mode": "semantic": the id of an embedding '
+                         "model that embeds the conversation")
+    threshold = value.get("threshold", DEFAULT_THRESHOLD)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+        raise BadRequest("[cache.threshold] must be a cosine similarity greater than 0 and at most 1")
+    return CacheConfig(mode, float(ttl), scope, embedding, float(threshold))
 
 
 @dataclass(frozen=True, slots=True)

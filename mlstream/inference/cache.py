@@ -9,6 +9,14 @@
                                 a non-stream answer as it is, a stream's pieces as the client
                                 got them (``Recording``); a stream cut short is never stored
 
+A semantic cache (``"mode": "semantic"``) looks up by meaning after an exact miss: the
+leader of a key embeds the request's conversation (``caching.semantic``) through the
+model's ``embedding_model``, as the caller, and the most similar entry of the same group
+(everything else equal) at least ``threshold`` similar is the hit; the leader keeps it
+under its own key too, so the same request again is an exact hit. A leader that finds
+none stores its answer with its vector. An embedding that fails leaves the call uncached
+by meaning, never failed.
+
 A hit is replayed to the caller's front: a non-stream answer as it was stored, or built from
 a stream's pieces (``CacheUse.answer_of``); a stream from the stored pieces, or from a
 non-stream answer's (``CacheUse.pieces_of``), on a channel filled at once, through the
@@ -30,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..caching import CacheConfig, CacheControls, Entry, cache_key, entry_doc, entry_of, normalized_request
+from ..caching.semantic import best_match, semantic_split, vector_bytes
 from ..errors import Forbidden, MLStreamError
 from ..metrics import Metrics
 from ..providers.events import Chunk, Delta, Done, Failure, Reasoning, Started, StreamItem
@@ -47,6 +56,8 @@ MAX_ROUNDS = 3
 Pieces = list[tuple[str, Any]]
 # ("d", text or a tool call), ("r", reasoning), ("c", a provider chunk relayed as it came).
 PIECE_ITEMS: dict[str, Callable[[Any], StreamItem]] = {"d": Delta, "r": Reasoning, "c": Chunk}
+# (embedding model id, text, caller) -> the text's embedding, called as the caller.
+Embed = Callable[[str, str, Any], list[float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +85,16 @@ class CacheUse:
 
 
 @dataclass(frozen=True, slots=True)
+class SemanticPlan:
+    """A request of a semantic cache: its conversation, and the group its entry is in."""
+
+    embedding_model: str
+    threshold: float
+    group: str  # the hash of everything but the conversation: must match exactly
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """One request's use of the cache, decided before anything is sent."""
 
@@ -84,6 +105,8 @@ class Plan:
     ttl_s: float
     lookup: bool                  # False: Cache-Control no-cache (refresh)
     max_age: float | None
+    semantic: SemanticPlan | None = None
+    caller: Any = None            # who embeds the conversation (semantic)
 
 
 class Flight:
@@ -91,6 +114,7 @@ class Flight:
 
     def __init__(self, key: str | None) -> None:
         self.key = key  # None: a call of its own (no-cache), nobody waits for it
+        self.vector: bytes | None = None  # semantic: the conversation's, kept with the entry
         self._done = threading.Event()
 
     def wait(self, timeout: float) -> bool:
@@ -106,12 +130,14 @@ class CacheHit:
 
     entry: Entry
     age_s: float
+    similarity: float | None = None  # a semantic hit's cosine similarity
 
 
 class ResponseCache:
     def __init__(self, table: Callable[[], CacheTable], server: ServerSettings, metrics: Metrics,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, embed: Embed | None = None) -> None:
         self._table = table  # the store's cache table, opened on first use
+        self._embed = embed  # None: no semantic look-ups (exact only)
         self._default = CacheConfig(ttl_s=server.cache_ttl_s) if server.cache_mode == "exact" else None
         self._max_entry = server.cache_max_entry_bytes
         self._max_bytes = server.cache_max_bytes
@@ -140,15 +166,26 @@ class ResponseCache:
         scope = "-" if caller is None else caller.tenant.name
         if caller is not None and config.scope == "key":
             scope += "/key:" + caller.key.key_id
+        request = normalized_request(use.request)
         key = cache_key(scope=scope, model_id=model_id, version=version, interface=use.interface,
-                        namespace=controls.namespace, request=normalized_request(use.request))
+                        namespace=controls.namespace, request=request)
+        semantic = None
+        if config.semantic and self._embed is not None and config.embedding_model:
+            split = semantic_split(request)
+            if split is not None:
+                text, rest = split
+                group = cache_key(scope=scope, model_id=model_id, version=version, namespace=controls.namespace,
+                                  interface=f"{use.interface} semantic {config.embedding_model}", request=rest)
+                semantic = SemanticPlan(config.embedding_model, config.threshold, group, text)
         return Plan(key, scope, model_id, use, controls.ttl or config.ttl_s, not controls.no_cache,
-                    controls.max_age), ""
+                    controls.max_age, semantic, caller), ""
 
     def consult(self, plan: Plan, stream: bool) -> tuple[CacheHit | None, Flight]:
         """A hit this request can be served, or the flight it makes the provider call as."""
         if not plan.lookup:
-            return None, Flight(None)
+            own = Flight(None)
+            own.vector = self._embedded(plan)  # a refreshed answer is found by meaning too
+            return None, own
         for _ in range(MAX_ROUNDS):
             hit = self._lookup(plan, stream)
             if hit is not None:
@@ -162,6 +199,15 @@ class ResponseCache:
                 # A call that landed between this request's look-up and its flight stored
                 # its entry already: look once more rather than call again.
                 hit = self._lookup(plan, stream)
+                if hit is None and plan.semantic is not None:
+                    flight.vector = self._embedded(plan)
+                    hit = self._similar(plan, flight.vector, stream)
+                    if hit is not None:
+                        # Kept under this request's key (without a vector: a match is not
+                        # matched again), so the same request again is an exact hit.
+                        flight.vector = None
+                        self.land(plan, flight, hit.entry)
+                        return hit, Flight(None)
                 if hit is None:
                     return None, flight
                 self.land(plan, flight, None)
@@ -170,9 +216,40 @@ class ResponseCache:
                 break
         return None, Flight(None)
 
-    def _lookup(self, plan: Plan, stream: bool) -> CacheHit | None:
+    def _embedded(self, plan: Plan) -> bytes | None:
+        """The request's conversation embedded (None: not a semantic request, or it failed)."""
+        semantic = plan.semantic
+        if semantic is None or self._embed is None:
+            return None
         try:
-            found = self._table().get(plan.key, self._clock())
+            return vector_bytes(self._embed(semantic.embedding_model, semantic.text, plan.caller))
+        except (MLStreamError, ValueError) as error:
+            reason = error.reason if isinstance(error, MLStreamError) else str(error)
+            log.warning("response cache: embedding a request through model [%s] failed (%s): no semantic "
+                        "look-up", semantic.embedding_model, reason)
+            self._metrics.cache_semantic("error")
+            return None
+
+    def _similar(self, plan: Plan, vector: bytes | None, stream: bool) -> CacheHit | None:
+        """The entry of the request's group most similar to it, if similar enough."""
+        assert plan.semantic is not None
+        if vector is None:
+            return None
+        try:
+            candidates = self._table().similar(plan.semantic.group, self._clock())
+        except MLStreamError as error:
+            log.warning("response cache: the semantic look-up failed (%s): calling the provider", error.reason)
+            return None
+        match = best_match(vector, candidates, plan.semantic.threshold)
+        hit = None if match is None else self._lookup(plan, stream, match[0])
+        self._metrics.cache_semantic("miss" if hit is None else "hit")
+        if hit is None:
+            return None
+        return CacheHit(hit.entry, hit.age_s, round(match[1], 4))  # type: ignore[index]
+
+    def _lookup(self, plan: Plan, stream: bool, key: str | None = None) -> CacheHit | None:
+        try:
+            found = self._table().get(key or plan.key, self._clock())
         except MLStreamError as error:  # the cache is a help: a store that fails it is a miss
             log.warning("response cache: the look-up failed (%s): calling the provider", error.reason)
             return None
@@ -194,7 +271,7 @@ class ResponseCache:
         """The call is over: its entry stored (None: nothing to store), its waiters woken."""
         try:
             if entry is not None:
-                self._store(plan, entry)
+                self._store(plan, entry, flight.vector)
         finally:
             if flight.key is not None:
                 with self._lock:
@@ -202,7 +279,7 @@ class ResponseCache:
                         del self._flights[flight.key]
             flight.land()
 
-    def _store(self, plan: Plan, entry: Entry) -> None:
+    def _store(self, plan: Plan, entry: Entry, vector: bytes | None) -> None:
         doc = entry_doc(entry)
         try:
             table = self._table()
@@ -210,8 +287,9 @@ class ResponseCache:
                 log.info("response cache: an answer of model [%s] is bigger than cache-max-entry-bytes (%d): "
                          "not stored", plan.model_id, self._max_entry)
                 return
+            semantic = None if plan.semantic is None or vector is None else (plan.semantic.group, vector)
             entries, size = table.put(plan.key, plan.scope, plan.model_id, doc, plan.ttl_s, self._max_bytes,
-                                      self._clock())
+                                      self._clock(), semantic)
         except MLStreamError as error:
             log.warning("response cache: storing an answer failed (%s)", error.reason)
             return
@@ -342,4 +420,6 @@ class CacheState:
         out = {"x-mlstream-cache": self.status}
         if self.hit is not None:
             out["Age"] = str(int(self.hit.age_s))
+            if self.hit.similarity is not None:
+                out["x-mlstream-cache-similarity"] = f"{self.hit.similarity:.4f}"
         return out

@@ -243,6 +243,7 @@ class Registry:
                     doc["interface"] = preset
             if "pricing" in doc:  # an embedding model's output price may be left out
                 doc["pricing"] = model_pricing(doc, None if router else public)
+            self._check_embedding_model(doc, model_id)
             self._store.put("model", Record(model_id, doc, secret))
             task_id = self._add_task(model_id, "REGISTER_MODEL")
             if deploy:
@@ -306,9 +307,22 @@ class Registry:
                 raise BadRequest("[model_group_id] must be a string")
             if "pricing" in fields:  # for the model as updated (its connector, its model_config)
                 doc["pricing"] = model_pricing(doc, self._stored_connector(doc))
+            if "cache" in fields:
+                self._check_embedding_model(doc, model_id)
             doc["last_updated_time"] = self._clock()
             self._store.put("model", Record(model_id, doc, secret))
         self._invalidate()
+
+    def _check_embedding_model(self, doc: dict[str, Any], model_id: str | None) -> None:
+        """A semantic cache's ``embedding_model`` is a registered model with a connector."""
+        cache = doc.get("cache") or {}
+        embedding = cache.get("embedding_model") if cache.get("mode") == "semantic" else None
+        if embedding is None:
+            return
+        record = self._store.get("model", embedding)
+        if record is None or "routing" in record.doc or embedding == model_id:
+            raise BadRequest(f"[cache.embedding_model] [{embedding}] is not a registered embedding model: give "
+                             "the id of a model with a connector that answers embeddings")
 
     def _updated_inline_connector(self, record: Record, changes: Any) -> Connector:
         """``Connector.update``: each field given replaces the stored one whole (parameters

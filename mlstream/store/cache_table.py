@@ -1,8 +1,12 @@
 """The response cache's table, in whichever store the deployment runs on.
 
-    cache_entry (key TEXT PRIMARY KEY, scope, model_id, size, created, expires, doc)
+    cache_entry (key TEXT PRIMARY KEY, scope, model_id, size, created, expires, doc,
+                 semantic_group, vector)
 
 One row per entry (``caching.Entry`` as JSON); ``created`` and ``expires`` in Unix seconds.
+An entry of a semantic cache also has its conversation's unit vector (float32 bytes) and
+its group (the hash of everything that must match exactly): ``similar`` reads a group's
+newest vectors.
 SQLite keeps it in ``cache.db`` beside ``mlstream.db`` (an entry written never moves the
 main file's change counter, which would empty every cache of the process, nor waits for
 its write lock); PostgreSQL in ``mlstream_cache_entry`` (migration 8), with no NOTIFY
@@ -40,8 +44,21 @@ def schema(prefix: str, *, big: str, real: str) -> list[str]:
             f"CREATE INDEX IF NOT EXISTS {prefix}cache_entry_expires ON {prefix}cache_entry (expires)"]
 
 
+def semantic_columns(prefix: str, *, blob: str) -> list[tuple[str | None, str]]:
+    """What semantic matching added to the table (PostgreSQL migration 9; SQLite on open):
+    (the column a statement adds, or None, and the statement)."""
+    return [("semantic_group", f"ALTER TABLE {prefix}cache_entry ADD COLUMN semantic_group TEXT"),
+            ("vector", f"ALTER TABLE {prefix}cache_entry ADD COLUMN vector {blob}"),
+            (None, (f"CREATE INDEX IF NOT EXISTS {prefix}cache_entry_semantic ON {prefix}cache_entry"
+                    " (semantic_group, created)"))]
+
+
 POSTGRES_SCHEMA = schema("mlstream_", big="BIGINT", real="DOUBLE PRECISION")
+POSTGRES_SEMANTIC = semantic_columns("mlstream_", blob="BYTEA")
 SQLITE_SCHEMA = schema("", big="INTEGER", real="REAL")
+SQLITE_SEMANTIC = semantic_columns("", blob="BLOB")
+# Vectors a semantic look-up compares at most: a group's newest entries.
+MAX_CANDIDATES = 1000
 
 
 class CacheTable(ABC):
@@ -68,23 +85,36 @@ class CacheTable(ABC):
                            (key, now))
         return (json.loads(rows[0][0]), float(rows[0][1])) if rows else None
 
+    def similar(self, group: str, now: float | None = None,
+                limit: int = MAX_CANDIDATES) -> list[tuple[str, bytes]]:
+        """The (key, vector) of a semantic group's live entries, newest first."""
+        now = time.time() if now is None else now
+        with self._transaction() as execute:
+            rows = execute(f"SELECT key, vector FROM {self._prefix}cache_entry WHERE semantic_group = ?"
+                           " AND expires > ? AND vector IS NOT NULL ORDER BY created DESC LIMIT ?",
+                           (group, now, limit))
+        return [(key, bytes(vector)) for key, vector in rows]
+
     def put(self, key: str, scope: str, model_id: str, doc: dict[str, Any], ttl_s: float, max_bytes: int,
-            now: float | None = None) -> tuple[int, int]:
-        """Keep an entry (replacing one under the same key), then make the table fit
-        ``max_bytes``, oldest first. The table's entries and bytes after it."""
+            now: float | None = None, semantic: tuple[str, bytes] | None = None) -> tuple[int, int]:
+        """Keep an entry (replacing one under the same key), with its semantic group and
+        vector if it has them, then make the table fit ``max_bytes``, oldest first. The
+        table's entries and bytes after it."""
         now = time.time() if now is None else now
         text = dumps_json(doc).decode("utf-8")
-        size = len(text.encode("utf-8")) + len(key)
+        group, vector = semantic if semantic is not None else (None, None)
+        size = len(text.encode("utf-8")) + len(key) + (len(vector) if vector is not None else 0)
         p = self._prefix
         purge = self._purge_due(now)
         with self._transaction() as execute:
             if purge:
                 execute(f"DELETE FROM {p}cache_entry WHERE expires <= ?", (now,))
-            execute(f"INSERT INTO {p}cache_entry (key, scope, model_id, size, created, expires, doc)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET scope = excluded.scope,"
-                    " model_id = excluded.model_id, size = excluded.size, created = excluded.created,"
-                    " expires = excluded.expires, doc = excluded.doc",
-                    (key, scope, model_id, size, now, now + ttl_s, text))
+            execute(f"INSERT INTO {p}cache_entry (key, scope, model_id, size, created, expires, doc, semantic_group,"
+                    " vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
+                    " scope = excluded.scope, model_id = excluded.model_id, size = excluded.size,"
+                    " created = excluded.created, expires = excluded.expires, doc = excluded.doc,"
+                    " semantic_group = excluded.semantic_group, vector = excluded.vector",
+                    (key, scope, model_id, size, now, now + ttl_s, text, group, vector))
             entries, total = execute(f"SELECT COUNT(*), COALESCE(SUM(size), 0) FROM {p}cache_entry", ())[0]
             if total > max_bytes:
                 # The oldest entries whose sizes, summed from the oldest, cover the excess.
@@ -148,9 +178,15 @@ class SQLiteCache(CacheTable):
             if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            for sql in SQLITE_SCHEMA:
-                self._db.execute(sql)
-        except sqlite3.Error as exc:
+            with write_transaction(self._db, "setting up the response cache"):
+                for sql in SQLITE_SCHEMA:
+                    self._db.execute(sql)
+                # A cache.db made before semantic matching gains its columns.
+                columns = {row[1] for row in self._db.execute("PRAGMA table_info(cache_entry)")}
+                for column, sql in SQLITE_SEMANTIC:
+                    if column not in columns:
+                        self._db.execute(sql)
+        except (sqlite3.Error, StoreError) as exc:
             raise StoreError(f"cannot open the response cache at {path}: {exc}") from exc
         self._lock = threading.Lock()  # guards the connection: one short statement batch under it
 
@@ -168,7 +204,7 @@ class SQLiteCache(CacheTable):
 
 
 class PostgresCache(CacheTable):
-    """``mlstream_cache_entry`` (migration 8) through the store's pool (``session``)."""
+    """``mlstream_cache_entry`` (migrations 8 and 9) through the store's pool (``session``)."""
 
     _prefix = "mlstream_"
 

@@ -33,7 +33,7 @@ from ..errors import StoreError, StoreUnavailable
 from ..speedups import dumps_json
 from .sqlite import KINDS, RESPONSE_PURGE_SECONDS, Paced, Record, Store, record_from_row
 from ..usage.tables import PostgresUsage, UsageTables
-from .cache_table import POSTGRES_SCHEMA as CACHE_SCHEMA, CacheTable, PostgresCache
+from .cache_table import POSTGRES_SCHEMA as CACHE_SCHEMA, POSTGRES_SEMANTIC, CacheTable, PostgresCache
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,8 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
          "ALTER TABLE mlstream_usage_record ADD COLUMN saved_input_tokens BIGINT NOT NULL DEFAULT 0",
          "ALTER TABLE mlstream_usage_record ADD COLUMN saved_output_tokens BIGINT NOT NULL DEFAULT 0",
          "ALTER TABLE mlstream_usage_record ADD COLUMN saved_cost DOUBLE PRECISION")),
+    # Semantic matching of the response cache: an entry's group and its conversation's vector.
+    (9, tuple(sql for _, sql in POSTGRES_SEMANTIC)),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the

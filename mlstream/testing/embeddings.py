@@ -6,6 +6,11 @@ Tests check the numbers that come out of mlstream against :func:`fake_vector` an
 not measure the fake: vectors and their JSON text are cached per (text, dimensions),
 so an answer is a join of cached strings.
 
+An OpenAI embeddings model whose name starts with ``bag-of-words`` answers
+:func:`bag_of_words_vector` instead: the sum of its words' vectors, so texts of the same
+words (case and punctuation aside) embed alike and texts sharing most of their words are
+close, as a real embedding model places paraphrases (the response cache's semantic tests).
+
 Answer shapes (what each provider's documentation shows):
 
 - OpenAI ``POST /v1/embeddings`` (Azure: ``/openai/deployments/{d}/embeddings``):
@@ -41,7 +46,9 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "BAG_OF_WORDS",
     "EmbeddingRequestError",
+    "bag_of_words_vector",
     "bedrock_invoke",
     "bedrock_rerank",
     "cohere_embed",
@@ -61,6 +68,7 @@ TITAN_IMAGE_DIMENSIONS = 1024
 NOVA_DIMENSIONS = 3072
 MAX_DIMENSIONS = 8192
 _WORD = re.compile(r"\w+")
+BAG_OF_WORDS = "bag-of-words"
 
 
 class EmbeddingRequestError(ValueError):
@@ -73,6 +81,15 @@ def fake_vector(text: str, dimensions: int) -> tuple[float, ...]:
     seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
     rng = random.Random(seed)
     return tuple(round(rng.uniform(-1.0, 1.0), 6) for _ in range(dimensions))
+
+
+def bag_of_words_vector(text: str, dimensions: int) -> tuple[float, ...]:
+    """The sum of ``fake_vector`` of each of the text's words, lower-cased (6 decimals)."""
+    total = [0.0] * dimensions
+    for word in _WORD.findall(text.lower()):
+        for index, value in enumerate(fake_vector(word, dimensions)):
+            total[index] += value
+    return tuple(round(value, 6) for value in total)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -149,12 +166,22 @@ def openai_embeddings(body: dict[str, Any], model: str) -> bytes:
     encoding = body.get("encoding_format", "float")
     if encoding not in ("float", "base64"):
         raise EmbeddingRequestError("encoding_format must be float or base64")
-    items = ",".join(f'{{"object":"embedding","index":{i},"embedding":'
-                     f'{_vector_base64(t, dims) if encoding == "base64" else _vector_json(t, dims, "float")}}}'
-                     for i, t in enumerate(texts))
+    if model.startswith(BAG_OF_WORDS):
+        items = ",".join(json.dumps({"object": "embedding", "index": i, "embedding": _encoded(
+            bag_of_words_vector(t, dims), encoding)}) for i, t in enumerate(texts))
+    else:
+        items = ",".join(f'{{"object":"embedding","index":{i},"embedding":'
+                         f'{_vector_base64(t, dims) if encoding == "base64" else _vector_json(t, dims, "float")}}}'
+                         for i, t in enumerate(texts))
     usage = _tokens(texts)
     tail = json.dumps({"model": model, "usage": {"prompt_tokens": usage, "total_tokens": usage}})
     return f'{{"object":"list","data":[{items}],{tail[1:]}'.encode()
+
+
+def _encoded(vector: Sequence[float], encoding: str) -> Any:
+    if encoding == "base64":
+        return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+    return list(vector)
 
 
 def _by_type(texts: Sequence[str], dims: int, kinds: Sequence[str]) -> str:

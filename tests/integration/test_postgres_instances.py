@@ -18,7 +18,7 @@ import pytest
 from mlstream.settings.server import AUTO_DEPLOY
 
 from ..support.clients import Client, assert_401, bearer, client_with
-from ..support.connectors import openai_connector
+from ..support.connectors import openai_connector, openai_embedding_connector
 from ..support.servers import LOOPBACK_TRUST, MLSTREAM, clean_env, start_serve, terminate
 from ..support.stores import fresh_database, running_postgres
 from ..support.streams import post_stream
@@ -106,6 +106,24 @@ def test_the_response_cache_is_shared_by_every_instance(two_instances, fake) -> 
     assert second.headers["x-mlstream-cache"] == "HIT" and chats() == calls
     assert client_b.ok("DELETE", f"/_plugins/_mlstream/cache?model={model_id}")["deleted"] == 1
     assert client_a.call("POST", "/v1/chat/completions", body).headers["x-mlstream-cache"] == "MISS"
+
+
+def test_a_semantic_entry_is_found_by_meaning_on_another_instance(two_instances, fake) -> None:
+    (_, url_a), (_, url_b) = two_instances
+    client_a, client_b = Client(url_a), Client(url_b)
+    embedding = openai_embedding_connector(fake)
+    embedding["parameters"]["model"] = "bag-of-words-1"
+    embedder = client_a.register(client_a.create_connector(embedding), name="pg embedder")
+    model_id = client_a.register(client_a.create_connector(openai_connector(fake)), name="pg semantic",
+                                 cache={"mode": "semantic", "embedding_model": embedder, "threshold": 0.9})
+
+    def asked(client: Client, question: str) -> str:
+        body = {"model": model_id, "messages": [{"role": "user", "content": question}]}
+        return client.call("POST", "/v1/chat/completions", body).headers["x-mlstream-cache"]
+
+    assert asked(client_a, "Which river runs through Paris?") == "MISS"
+    assert asked(client_b, "which river runs through paris") == "HIT"
+    assert asked(client_b, "Which mountain is the tallest?") == "MISS"
 
 
 def test_a_key_revoked_anywhere_is_refused_everywhere_within_a_second(postgres_url: str, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from opensearchpy import OpenSearch
 
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario
 from tests.support.clients import Client, EventStreamSerializer, bearer, client_with
-from tests.support.connectors import openai_connector
+from tests.support.connectors import openai_connector, openai_embedding_connector
 from tests.support.timeouts import HANG_GUARD
 
 ML = "/_plugins/_ml"
@@ -425,3 +425,94 @@ def test_a_stream_replayed_through_opensearch_py_is_the_same_event_stream(gatewa
     assert again == first and chat_calls(gateway.fake) == calls and len(first) >= 4
     assert again[-1]["inference_results"][0]["output"][0]["dataAsMap"]["is_last"] is True
     client.close()
+
+
+# --- semantic matching ------------------------------------------------------------------------------
+
+def ask(client: Client, model: str, question: str, headers: dict[str, str] | None = None, **extra: Any) -> Any:
+    return client.call("POST", "/v1/chat/completions",
+                       {"model": model, "messages": [{"role": "user", "content": question}], **extra},
+                       headers={**client.http.headers, **(headers or {})})
+
+
+def embedding_calls(fake: FakeOpenAI) -> int:
+    return sum(1 for r in fake.stats.requests if r.path.endswith("/embeddings"))
+
+
+def semantic_model(gateway: Gateway, name: str, threshold: float = 0.9, **connector: Any) -> tuple[str, str]:
+    """A chat model whose cache matches by meaning through a bag-of-words embedding model."""
+    body = openai_embedding_connector(gateway.fake)
+    body["parameters"]["model"] = "bag-of-words-1"
+    body.update(connector)
+    embedder = gateway.admin.register(gateway.admin.create_connector(body), name=f"{name} embedder")
+    cache = {"mode": "semantic", "embedding_model": embedder, "threshold": threshold}
+    return gateway.model(name, Scenario(chunks=3, text="Paris it is"), cache=cache), embedder
+
+
+def test_a_paraphrase_is_answered_by_meaning_and_another_question_is_not(gateway: Gateway) -> None:
+    model, _ = semantic_model(gateway, "semantic")
+    admin, fake = gateway.admin, gateway.fake
+    first = ask(admin, model, "What is the capital of France?")
+    assert first.headers["x-mlstream-cache"] == "MISS" and "x-mlstream-cache-similarity" not in first.headers
+    calls, embedded = chat_calls(fake), embedding_calls(fake)
+    assert embedded >= 1
+    same_words = ask(admin, model, "what is the capital of france")
+    assert same_words.headers["x-mlstream-cache"] == "HIT", same_words.headers
+    assert same_words.headers["x-mlstream-cache-similarity"] == "1.0000"
+    assert same_words.body["choices"][0]["message"]["content"] == "Paris it is" and chat_calls(fake) == calls
+    assert embedding_calls(fake) == embedded + 1
+    again = ask(admin, model, "what is the capital of france")  # kept under its own key: exact now
+    assert again.headers["x-mlstream-cache"] == "HIT" and "x-mlstream-cache-similarity" not in again.headers
+    assert embedding_calls(fake) == embedded + 1
+    # a stream of a paraphrase, through the openai SDK
+    sdk = openai.OpenAI(base_url=gateway.url + "/v1", api_key=gateway.admin_key, timeout=HANG_GUARD, max_retries=0)
+    raw = sdk.chat.completions.with_raw_response.create(
+        model=model, messages=[{"role": "user", "content": "What is the capital of France, please?"}], stream=True)
+    assert raw.headers["x-mlstream-cache"] == "HIT" and float(raw.headers["x-mlstream-cache-similarity"]) >= 0.9
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices)
+    assert text == "Paris it is" and chat_calls(fake) == calls
+    # another question, or the same one with other parameters: the provider answers
+    assert ask(admin, model, "How tall is Mount Everest?").headers["x-mlstream-cache"] == "MISS"
+    assert ask(admin, model, "what is the capital of france", temperature=1.5).headers["x-mlstream-cache"] == "MISS"
+    assert chat_calls(fake) == calls + 2
+    metrics = gateway.admin.call("GET", "/metrics", preload_content=True).body
+    assert 'mlstream_cache_semantic_lookups_total{result="hit"} 2' in metrics
+    assert 'mlstream_cache_semantic_lookups_total{result="miss"} 3' in metrics
+
+
+def test_semantic_hits_stay_in_their_tenant_and_the_embedding_is_the_callers_usage(gateway: Gateway) -> None:
+    model, embedder = semantic_model(gateway, "semantic-tenants")
+    for name in ("red", "blue"):
+        gateway.admin.ok("POST", f"{MLS}/tenants", {"name": name})
+    red, _ = gateway.key("red-sem", tenant="red")
+    blue, _ = gateway.key("blue-sem", tenant="blue")
+    assert ask(red, model, "What is the capital of France?").headers["x-mlstream-cache"] == "MISS"
+    assert ask(blue, model, "what is the capital of france").headers["x-mlstream-cache"] == "MISS"
+    assert ask(red, model, "what is the CAPITAL of France!").headers["x-mlstream-cache"] == "HIT"
+    records = gateway.admin.ok("GET", f"{MLS}/usage/records?key=blue-sem")["records"]
+    by_route = sorted((r["route"], r["model"], r["cache_hit"]) for r in records)
+    assert by_route == [("/v1/chat/completions", model, False), ("response-cache/embedding", embedder, False)]
+
+
+def test_a_failing_embedding_model_leaves_the_cache_exact_and_the_call_answered(gateway: Gateway) -> None:
+    body_key = {"credential": {"openAI_key": "sk-wrong"}}  # the fake refuses it: 401
+    model, _ = semantic_model(gateway, "semantic-down", **body_key)
+    admin = gateway.admin
+    assert ask(admin, model, "What is the capital of France?").headers["x-mlstream-cache"] == "MISS"
+    assert ask(admin, model, "What is the capital of France?").headers["x-mlstream-cache"] == "HIT"
+    assert ask(admin, model, "what is the capital of france").headers["x-mlstream-cache"] == "MISS"
+    metrics = admin.call("GET", "/metrics", preload_content=True).body
+    assert 'mlstream_cache_semantic_lookups_total{result="error"}' in metrics
+
+
+def test_a_semantic_cache_needs_a_registered_embedding_model(gateway: Gateway) -> None:
+    connector_id = gateway.admin.create_connector(openai_connector(gateway.fake))
+    reply = gateway.admin.call("POST", f"{ML}/models/_register", {
+        "name": "no embedder", "function_name": "remote", "connector_id": connector_id,
+        "cache": {"mode": "semantic", "embedding_model": "no-such-model"}})
+    assert reply.status == 400 and "embedding_model" in json.dumps(reply.body), reply.body
+    model = gateway.model("exact first")
+    reply = gateway.admin.call("PUT", f"{ML}/models/{model}", {"cache": {"mode": "semantic",
+                                                                         "embedding_model": model}})
+    assert reply.status == 400 and "embedding_model" in json.dumps(reply.body), reply.body
+    assert chat(gateway.admin, model).headers["x-mlstream-cache"] == "MISS"  # unchanged: exact

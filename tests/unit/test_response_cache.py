@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mlstream.access.keys import ApiKey, Caller
-from mlstream.access.tenants import DEFAULT
+from mlstream.access.tenants import DEFAULT, Tenant
 from mlstream.caching import (CacheConfig, CacheControls, Entry, cache_key, entry_doc, entry_of, parse_cache,
                               parse_controls)
 from mlstream.errors import BadRequest, Forbidden, UpstreamError
@@ -21,6 +21,7 @@ from mlstream.inference.cache import CacheUse, Recording, ResponseCache, stream_
 from mlstream.metrics import Metrics
 from mlstream.providers.events import Chunk, Delta, Done, Failure, Reasoning, Started
 from mlstream.settings.server import ServerSettings
+from mlstream.caching.semantic import best_match, semantic_split, vector_bytes
 from mlstream.store.cache_table import SQLiteCache
 
 from ..support.pools import StubPool
@@ -33,6 +34,9 @@ from ..support.pools import StubPool
     ({"mode": "exact", "ttl_s": 60}, CacheConfig("exact", 60.0)),
     ({"mode": "off"}, CacheConfig("off")),
     ({"scope": "key", "ttl_s": 0.5}, CacheConfig("exact", 0.5, "key")),
+    ({"mode": "semantic", "embedding_model": "e1"}, CacheConfig("semantic", embedding_model="e1", threshold=0.95)),
+    ({"mode": "semantic", "embedding_model": "e1", "threshold": 1}, CacheConfig("semantic", embedding_model="e1",
+                                                                               threshold=1.0)),
 ])
 def test_a_cache_field_parses(value: Any, expected: CacheConfig) -> None:
     assert parse_cache(value) == expected
@@ -40,8 +44,13 @@ def test_a_cache_field_parses(value: Any, expected: CacheConfig) -> None:
 
 
 @pytest.mark.parametrize("value, words", [
-    ("exact", "object"), ({"mode": "semantic"}, "semantic"), ({"ttl_s": 0}, "ttl_s"), ({"ttl_s": True}, "ttl_s"),
-    ({"ttl_s": "60"}, "ttl_s"), ({"scope": "team"}, "scope"), ({"size": 3}, "size"),
+    ("exact", "object"), ({"mode": "semantic"}, "embedding_model"), ({"ttl_s": 0}, "ttl_s"),
+    ({"ttl_s": True}, "ttl_s"), ({"ttl_s": "60"}, "ttl_s"), ({"scope": "team"}, "scope"), ({"size": 3}, "size"),
+    ({"mode": "fuzzy"}, "mode"), ({"mode": "semantic", "embedding_model": ""}, "embedding_model"),
+    ({"mode": "semantic", "embedding_model": "e", "threshold": 0}, "threshold"),
+    ({"mode": "semantic", "embedding_model": "e", "threshold": 1.5}, "threshold"),
+    ({"mode": "semantic", "embedding_model": "e", "threshold": True}, "threshold"),
+    ({"mode": "exact", "embedding_model": "e"}, "semantic"), ({"threshold": 0.9}, "semantic"),
 ])
 def test_a_bad_cache_field_says_what_is_wrong(value: Any, words: str) -> None:
     with pytest.raises(BadRequest, match=words):
@@ -235,6 +244,7 @@ class MemoryTable:
 
     def __init__(self) -> None:
         self.rows: dict[str, tuple[dict, float]] = {}
+        self.groups: dict[str, list[tuple[str, bytes]]] = {}
         self.lock = threading.Condition()
         self.lookups = 0
 
@@ -248,15 +258,21 @@ class MemoryTable:
         with self.lock:
             self.lock.wait_for(lambda: self.lookups >= count, timeout=10)
 
-    def put(self, key, scope, model_id, doc, ttl_s, max_bytes, now=None):
+    def put(self, key, scope, model_id, doc, ttl_s, max_bytes, now=None, semantic=None):
         with self.lock:
             self.rows[key] = (json.loads(json.dumps(doc)), now or 0.0)
+            if semantic is not None:
+                self.groups.setdefault(semantic[0], []).insert(0, (key, semantic[1]))
             return len(self.rows), 0
 
+    def similar(self, group, now=None, limit=1000):
+        with self.lock:
+            return list(self.groups.get(group, ()))[:limit]
 
-def _cache(table: Any = None) -> ResponseCache:
+
+def _cache(table: Any = None, embed: Any = None) -> ResponseCache:
     memory = table or MemoryTable()
-    return ResponseCache(lambda: memory, ServerSettings(), Metrics(StubPool()))
+    return ResponseCache(lambda: memory, ServerSettings(), Metrics(StubPool()), embed=embed)
 
 
 @pytest.mark.parametrize("round_", range(20))
@@ -292,3 +308,153 @@ def test_identical_calls_in_flight_make_one_call_and_every_waiter_gets_it(round_
     assert len(served) == (15 if leader_fails else 16)
     assert len({json.dumps(answer) for answer in served}) == 1
     assert not cache._flights  # every flight landed
+
+
+# --- semantic matching ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("request_, text, rest", [
+    ({"messages": [{"role": "user", "content": "Hi"}], "temperature": 0},
+     "user: Hi", {"temperature": 0}),
+    ({"messages": [{"role": "system", "content": "Be brief"}, {"role": "user", "content": [
+        {"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]}], "tools": []},
+     "system: Be brief\nuser: Hello", {"tools": []}),
+    ({"system": "Be brief", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 9},  # Anthropic
+     "system: Be brief\nuser: Hi", {"max_tokens": 9}),
+    ({"parameters": {"messages": [{"role": "user", "content": "Hi"}], "_llm_interface": "x"}},  # ml-commons
+     "user: Hi", {"parameters": {"_llm_interface": "x"}}),
+    ({"parameters": {"prompt": "Hi", "max_tokens": 3}}, "prompt: Hi", {"parameters": {"max_tokens": 3}}),
+    ({"instructions": "Be brief", "input": "Hi"}, "instructions: Be brief\ninput: Hi", {}),  # Responses
+    ({"input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]}]},
+     "user: Hi", {}),
+])
+def test_a_plain_conversation_is_split_from_what_must_match_exactly(request_: Any, text: str, rest: Any) -> None:
+    assert semantic_split(request_) == (text, rest)
+
+
+@pytest.mark.parametrize("request_", [
+    {"temperature": 0},  # no conversation
+    {"messages": []},
+    {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+    {"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]}]},
+    {"messages": [{"role": "tool", "content": "42", "tool_call_id": "c"}]},
+    {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c"}]}]},
+    {"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {}}]}]},
+    {"messages": "Hi"}, {"prompt": ["a", "b"]}, {"parameters": {"inputs": 3}},
+    {"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]},
+])
+def test_anything_but_plain_text_is_matched_exactly_only(request_: Any) -> None:
+    assert semantic_split(request_) is None
+
+
+def test_vectors_are_unit_float32_and_the_best_match_must_reach_the_threshold() -> None:
+    assert len(vector_bytes([3.0, 4.0])) == 8
+    a, b, c = vector_bytes([1.0, 0.0, 0.0]), vector_bytes([0.9, 0.1, 0.0]), vector_bytes([0.0, 1.0, 0.0])
+    assert best_match(a, [("c", c), ("b", b)], 0.95)[0] == "b"
+    assert best_match(a, [("c", c), ("b", b)], 0.995) is None
+    assert best_match(a, [("other model", vector_bytes([1.0, 0.0]))], 0.5) is None  # another length
+    for bad in ([], [0.0, 0.0], [1.0, float("nan")], [True, 1.0], ["1"], [float("inf")]):
+        with pytest.raises(ValueError):
+            vector_bytes(bad)
+
+
+def test_the_table_gives_a_groups_live_vectors_newest_first(tmp_path: Path) -> None:
+    table = SQLiteCache(tmp_path, 5.0)
+    try:
+        table.put("k1", "red", "m", {"v": 1}, 10.0, 10_000, now=100.0, semantic=("g", b"1234"))
+        table.put("k2", "red", "m", {"v": 2}, 10.0, 10_000, now=101.0, semantic=("g", b"5678"))
+        table.put("k3", "red", "m", {"v": 3}, 10.0, 10_000, now=101.0, semantic=("h", b"9999"))
+        table.put("k4", "red", "m", {"v": 4}, 10.0, 10_000, now=101.0)  # exact only
+        assert table.similar("g", now=102.0) == [("k2", b"5678"), ("k1", b"1234")]
+        assert table.similar("g", now=110.5) == [("k2", b"5678")]  # k1 expired
+        assert table.similar("g", now=102.0, limit=1) == [("k2", b"5678")]
+    finally:
+        table.close()
+
+
+def test_a_cache_db_made_before_semantic_matching_gains_its_columns(tmp_path: Path) -> None:
+    import sqlite3
+    old = sqlite3.connect(tmp_path / "cache.db")
+    old.execute("CREATE TABLE cache_entry (key TEXT PRIMARY KEY, scope TEXT NOT NULL, model_id TEXT NOT NULL,"
+                " size INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL, doc TEXT NOT NULL)")
+    old.execute("INSERT INTO cache_entry VALUES ('k0', 's', 'm', 10, 100.0, 200.0, '{\"v\": 0}')")
+    old.commit()
+    old.close()
+    table = SQLiteCache(tmp_path, 5.0)
+    try:
+        assert table.get("k0", now=150.0) == ({"v": 0}, 100.0)
+        table.put("k1", "s", "m", {"v": 1}, 10.0, 10_000, now=150.0, semantic=("g", b"abcd"))
+        assert table.similar("g", now=151.0) == [("k1", b"abcd")]
+    finally:
+        table.close()
+
+
+SEMANTIC = CacheConfig("semantic", embedding_model="embedder", threshold=0.8)
+
+
+def words_vector(text: str) -> list[float]:
+    """A toy embedding: counts of a few words, so paraphrases of one question embed alike."""
+    return [float(text.lower().count(word)) + 0.01 for word in ("capital", "france", "everest", "tall", "please")]
+
+
+def chat(text: str, **fields: Any) -> CacheUse:
+    return chat_cache_use("openai/v1/chat/completions", {"messages": [{"role": "user", "content": text}], **fields})
+
+
+def test_a_paraphrase_is_served_by_meaning_and_kept_for_an_exact_hit_next_time() -> None:
+    embedded: list[str] = []
+
+    def embed(model_id: str, text: str, caller: Any) -> list[float]:
+        assert model_id == "embedder"
+        embedded.append(text)
+        return words_vector(text)
+
+    table = MemoryTable()
+    cache = _cache(table, embed)
+    first = cache.plan("m", SEMANTIC, "v", chat("capital of France?"), CacheControls(), None)[0]
+    hit, flight = cache.consult(first, stream=False)
+    assert hit is None and flight.vector is not None
+    cache.land(first, flight, Entry({"answer": "Paris"}, input_tokens=3, output_tokens=1))
+
+    again = cache.plan("m", SEMANTIC, "v", chat("Capital of France, please"), CacheControls(), None)[0]
+    hit, _ = cache.consult(again, stream=False)
+    assert hit is not None and hit.entry.answer == {"answer": "Paris"} and 0.8 <= hit.similarity < 0.9
+    assert len(embedded) == 2
+    hit, _ = cache.consult(again, stream=False)  # now under its own key: exact, no embedding
+    assert hit is not None and hit.similarity is None and len(embedded) == 2
+
+    for other in (cache.plan("m", SEMANTIC, "v", chat("How tall is Everest?"), CacheControls(), None)[0],
+                  cache.plan("m", SEMANTIC, "v", chat("capital of France?", temperature=1), CacheControls(), None)[0],
+                  cache.plan("m2", SEMANTIC, "v", chat("capital of France?"), CacheControls(), None)[0],
+                  cache.plan("m", SEMANTIC, "v2", chat("capital of France?"), CacheControls(), None)[0],
+                  cache.plan("m", SEMANTIC, "v", chat("capital of France?"), CacheControls(namespace="x"), None)[0]):
+        hit, flight = cache.consult(other, stream=False)
+        assert hit is None, other  # another question, or another group (parameters, model, version, namespace)
+        cache.land(other, flight, None)
+    bob = Caller(ApiKey("k2", "bob", "user", 0), Tenant("blue"))
+    hit, _ = cache.consult(cache.plan("m", SEMANTIC, "v", chat("capital of France?"), CacheControls(), bob)[0],
+                           stream=False)
+    assert hit is None  # another tenant never meets these entries, by meaning either
+
+
+def test_an_embedding_that_fails_leaves_the_call_uncached_by_meaning_only() -> None:
+    def embed(model_id: str, text: str, caller: Any) -> list[float]:
+        raise UpstreamError("the embedding model is down")
+
+    metrics = Metrics(StubPool())
+    table = MemoryTable()
+    cache = ResponseCache(lambda: table, ServerSettings(), metrics, embed=embed)
+    plan = cache.plan("m", SEMANTIC, "v", chat("capital of France?"), CacheControls(), None)[0]
+    hit, flight = cache.consult(plan, stream=False)
+    assert hit is None and flight.vector is None
+    cache.land(plan, flight, Entry({"answer": "Paris"}))
+    assert cache.consult(plan, stream=False)[0] is not None  # stored, found exactly
+    assert 'mlstream_cache_semantic_lookups_total{result="error"} 1' in metrics.render()
+
+
+def test_a_tool_conversation_of_a_semantic_model_is_matched_exactly_only() -> None:
+    cache = _cache(MemoryTable(), lambda *args: pytest.fail("embedded a tool conversation"))
+    use = chat_cache_use("i", {"messages": [{"role": "tool", "content": "42", "tool_call_id": "c"}]})
+    plan = cache.plan("m", SEMANTIC, "v", use, CacheControls(), None)[0]
+    assert plan.semantic is None
+    hit, flight = cache.consult(plan, stream=False)
+    assert hit is None and flight.vector is None
