@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..caching import CacheConfig, CacheControls, Entry, cache_key, entry_doc, entry_of, normalized_request
-from ..caching.semantic import best_match, semantic_split, vector_bytes
+from ..caching.semantic import MAX_CANDIDATES, best_match, semantic_split, vector_bytes
 from ..errors import Forbidden, MLStreamError
 from ..metrics import Metrics
 from ..providers.events import Chunk, Delta, Done, Failure, Reasoning, Started, StreamItem
@@ -236,7 +236,7 @@ class ResponseCache:
         if vector is None:
             return None
         try:
-            candidates = self._table().similar(plan.semantic.group, self._clock())
+            candidates = self._table().similar(plan.semantic.group, self._clock(), MAX_CANDIDATES)
         except MLStreamError as error:
             log.warning("response cache: the semantic look-up failed (%s): calling the provider", error.reason)
             return None

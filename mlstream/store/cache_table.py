@@ -57,8 +57,6 @@ POSTGRES_SCHEMA = schema("mlstream_", big="BIGINT", real="DOUBLE PRECISION")
 POSTGRES_SEMANTIC = semantic_columns("mlstream_", blob="BYTEA")
 SQLITE_SCHEMA = schema("", big="INTEGER", real="REAL")
 SQLITE_SEMANTIC = semantic_columns("", blob="BLOB")
-# Vectors a semantic look-up compares at most: a group's newest entries.
-MAX_CANDIDATES = 1000
 
 
 class CacheTable(ABC):
@@ -85,8 +83,7 @@ class CacheTable(ABC):
                            (key, now))
         return (json.loads(rows[0][0]), float(rows[0][1])) if rows else None
 
-    def similar(self, group: str, now: float | None = None,
-                limit: int = MAX_CANDIDATES) -> list[tuple[str, bytes]]:
+    def similar(self, group: str, now: float | None = None, limit: int = 1000) -> list[tuple[str, bytes]]:
         """The (key, vector) of a semantic group's live entries, newest first."""
         now = time.time() if now is None else now
         with self._transaction() as execute:

@@ -9,6 +9,7 @@ its own documented error, whatever the bytes, however they are split.
     ConverseStreamDecoder   the same, over AWS event-stream frames (valid, mutated, forged)
     render / render_json    only TemplateError; a JSON body always parses; no secret in a reason
     compile_path / read     only JsonPathError / PathNotFound
+    semantic_split          a text and the request without its conversation, or None; never raises
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from mlstream.caching.semantic import CONVERSATION_FIELDS, semantic_split
 from mlstream.errors import MLStreamError, ProtocolError, TemplateError
 from mlstream.wire.jsonpath import JsonPath, JsonPathError, PathNotFound, compile_path
 from mlstream.providers.bedrock import ConverseStreamDecoder
@@ -689,3 +691,22 @@ def test_a_head_taken_at_once_is_the_head_given_line_by_line(lines, rest):
     assert taken == used
     assert at_once.message().items() == by_line.message().items()
     assert (at_once._lines, at_once._bytes) == (by_line._lines, by_line._bytes)
+
+
+# --- the response cache's semantic split -------------------------------------------------------
+
+CONVERSATION_KEYS = st.sampled_from(["messages", "system", "input", "prompt", "inputs", "instructions",
+                                     "parameters", "role", "content", "type", "text", "temperature"])
+
+
+@fuzz(300)
+@given(request=st.dictionaries(CONVERSATION_KEYS, json_values(max_leaves=16), max_size=5))
+def test_semantic_split_answers_a_text_and_the_rest_or_none(request: dict) -> None:
+    split = semantic_split(request)
+    if split is None:
+        return
+    text, rest = split
+    assert isinstance(text, str) and text
+    outer = rest.get("parameters") if "parameters" in rest and not any(f in request for f in CONVERSATION_FIELDS) \
+        else rest
+    assert not set(outer) & set(CONVERSATION_FIELDS)  # the conversation is in the text only

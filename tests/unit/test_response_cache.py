@@ -5,6 +5,7 @@ stress loop)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -372,7 +373,6 @@ def test_the_table_gives_a_groups_live_vectors_newest_first(tmp_path: Path) -> N
 
 
 def test_a_cache_db_made_before_semantic_matching_gains_its_columns(tmp_path: Path) -> None:
-    import sqlite3
     old = sqlite3.connect(tmp_path / "cache.db")
     old.execute("CREATE TABLE cache_entry (key TEXT PRIMARY KEY, scope TEXT NOT NULL, model_id TEXT NOT NULL,"
                 " size INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL, doc TEXT NOT NULL)")

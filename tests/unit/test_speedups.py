@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+from array import array
 import json
 import socket
 import threading
@@ -12,7 +13,8 @@ import pytest
 import urllib3
 
 from mlstream import speedups
-from mlstream.speedups import body_ready, escape_json_string, raw_read1, start_thread_nowait
+from mlstream.speedups import (FAST_DOT_PRODUCTS, body_ready, dot_products, escape_json_string,
+                               python_dot_products, raw_read1, start_thread_nowait)
 
 from ..support.timeouts import HANG_GUARD
 
@@ -221,3 +223,12 @@ def test_whole_read_of_a_short_body_raises_as_http_client_does() -> None:
     with pytest.raises(http.client.IncompleteRead):
         speedups.whole_read(response, 64)
     sock.close()
+
+
+def test_dot_products_agree_with_the_python_loop() -> None:
+    query = array("f", [0.6, 0.8, 0.0]).tobytes()
+    vectors = [array("f", values).tobytes() for values in ([0.6, 0.8, 0.0], [0.0, 0.0, 1.0], [-0.6, 0.8, 0.0])]
+    assert python_dot_products(query, vectors) == pytest.approx([1.0, 0.0, 0.28], abs=1e-6)
+    assert dot_products(query, vectors) == pytest.approx(python_dot_products(query, vectors), abs=1e-6)
+    assert dot_products(query, []) == []
+    assert FAST_DOT_PRODUCTS  # the test extras install numpy: the numpy path is the one checked above
