@@ -132,13 +132,15 @@ class Accountant:
         self._clock = clock
 
     def admit(self, caller: Caller | None, model_id: str, estimate: float = 0.0, *,
-              cached: bool = False) -> Admission:
+              cached: bool = False, requests: bool = True) -> Admission:
         """Let a call by ``caller`` (None while no key exists) to ``model_id`` through, or raise
         the 429 that says why not (see the module docstring). ``estimate``: the call's cost as
         far as it is known before it is made (0: unknown, nothing reserved). Reads the store
         only for a scope with a budget or tpm; writes it only for a budget with an estimate,
         an rpm, or a model controller naming the key. ``cached``: answered from the response
-        cache, so only the controller and rpm apply (it spends no tokens and no budget)."""
+        cache, so only the controller and rpm apply (it spends no tokens and no budget).
+        ``requests`` False: a call made for a request already admitted (a semantic cache's
+        embedding): it takes no place of the rpm."""
         now = self._clock()
         now_ms = int(now * 1000)
         if caller is None:
@@ -162,7 +164,7 @@ class Accountant:
                         rate = replace(rate, limit_tokens=scope.limits.tpm, remaining_tokens=left,
                                        reset_tokens_s=max(0.0, wait))
             self._controllers.check(model_id, key.name)
-            for scope in _scopes(caller):
+            for scope in _scopes(caller) if requests else ():
                 if scope.limits.rpm is not None:
                     wait, count = self._tables.take(scope.scope_id, scope.limits.rpm, now)
                     if wait > 0:

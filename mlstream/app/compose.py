@@ -198,10 +198,11 @@ class App:
 
     def embed_for_cache(self, model_id: str, text: str, caller: Caller | None) -> list[float]:
         """A semantic cache's embedding of a request's conversation: one call of the
-        embedding model as the caller (its access, limits and budget), recorded in its usage
-        under the route ``response-cache/embedding``."""
+        embedding model as the caller (its access, tpm and budget; not its rpm: the request it
+        is made for took its place), recorded in its usage under the route
+        ``response-cache/embedding``."""
         started = time.monotonic()
-        meter = CallMeter(caller=caller, request_id=f"cache-{uuid.uuid4().hex}")
+        meter = CallMeter(caller=caller, request_id=f"cache-{uuid.uuid4().hex}", counts_request=False)
         model = self.registry.resolve(model_id, caller)
 
         def bind(target: object) -> Bound:

@@ -9,13 +9,13 @@
                                 a non-stream answer as it is, a stream's pieces as the client
                                 got them (``Recording``); a stream cut short is never stored
 
-A semantic cache (``"mode": "semantic"``) looks up by meaning after an exact miss: the
-leader of a key embeds the request's conversation (``caching.semantic``) through the
-model's ``embedding_model``, as the caller, and the most similar entry of the same group
-(everything else equal) at least ``threshold`` similar is the hit; the leader keeps it
-under its own key too, so the same request again is an exact hit. A leader that finds
-none stores its answer with its vector. An embedding that fails leaves the call uncached
-by meaning, never failed.
+A semantic cache (``"mode": "semantic"``) looks up by meaning after an exact miss, once the
+call is admitted (``match``): the request's conversation (``caching.semantic``) is embedded
+through the model's ``embedding_model``, as the caller, and the most similar entry of the
+same group (everything else equal) at least ``threshold`` similar is the hit, kept under the
+request's own key too, so the same request again is an exact hit. A call that finds none
+stores its answer with its vector. An embedding that fails leaves the call uncached by
+meaning, never failed.
 
 A hit is replayed to the caller's front: a non-stream answer as it was stored, or built from
 a stream's pieces (``CacheUse.answer_of``); a stream from the stored pieces, or from a
@@ -183,9 +183,7 @@ class ResponseCache:
     def consult(self, plan: Plan, stream: bool) -> tuple[CacheHit | None, Flight]:
         """A hit this request can be served, or the flight it makes the provider call as."""
         if not plan.lookup:
-            own = Flight(None)
-            own.vector = self._embedded(plan)  # a refreshed answer is found by meaning too
-            return None, own
+            return None, Flight(None)
         for _ in range(MAX_ROUNDS):
             hit = self._lookup(plan, stream)
             if hit is not None:
@@ -199,15 +197,6 @@ class ResponseCache:
                 # A call that landed between this request's look-up and its flight stored
                 # its entry already: look once more rather than call again.
                 hit = self._lookup(plan, stream)
-                if hit is None and plan.semantic is not None:
-                    flight.vector = self._embedded(plan)
-                    hit = self._similar(plan, flight.vector, stream)
-                    if hit is not None:
-                        # Kept under this request's key (without a vector: a match is not
-                        # matched again), so the same request again is an exact hit.
-                        flight.vector = None
-                        self.land(plan, flight, hit.entry)
-                        return hit, Flight(None)
                 if hit is None:
                     return None, flight
                 self.land(plan, flight, None)
@@ -216,6 +205,24 @@ class ResponseCache:
                 break
         return None, Flight(None)
 
+    def match(self, plan: Plan, flight: Flight, stream: bool) -> CacheHit | None:
+        """After an exact miss, once the call is admitted (an embedding is a call of the
+        caller's: a request refused by its limits makes none): the request's conversation
+        embedded, kept on ``flight`` to be stored with the answer, and the most similar entry
+        of its group if one is similar enough. A match is also kept under the request's own
+        key (without a vector: a match is not matched again), so the same request again is
+        an exact hit, and the flight lands with it."""
+        if plan.semantic is None:
+            return None
+        flight.vector = self._embedded(plan)
+        if not plan.lookup:
+            return None  # a refresh: its answer is stored with its vector
+        hit = self._similar(plan, flight.vector, stream)
+        if hit is not None:
+            flight.vector = None
+            self.land(plan, flight, hit.entry)
+        return hit
+
     def _embedded(self, plan: Plan) -> bytes | None:
         """The request's conversation embedded (None: not a semantic request, or it failed)."""
         semantic = plan.semantic
@@ -223,8 +230,8 @@ class ResponseCache:
             return None
         try:
             return vector_bytes(self._embed(semantic.embedding_model, semantic.text, plan.caller))
-        except (MLStreamError, ValueError) as error:
-            reason = error.reason if isinstance(error, MLStreamError) else str(error)
+        except Exception as error:  # noqa: BLE001 - the cache is a help: the call goes on without it
+            reason = error.reason if isinstance(error, MLStreamError) else type(error).__name__
             log.warning("response cache: embedding a request through model [%s] failed (%s): no semantic "
                         "look-up", semantic.embedding_model, reason)
             self._metrics.cache_semantic("error")

@@ -79,6 +79,9 @@ class CallMeter:
     trace: RequestTrace | None = None   # the request's span (tracing on): its provider calls' parent
     cache_controls: CacheControls = NO_CONTROLS  # what its headers ask of the response cache
     cache: CacheState | None = None     # set once the cache was asked (its x-mlstream-cache header)
+    # False: a call made for a request already counted (a semantic cache's embedding), so
+    # it takes no place of the rpm; its tokens and cost still count.
+    counts_request: bool = True
 
     def usage(self, *, route: str, status: int, outcome: str, relayed: int, first_token_ms: float | None,
               duration_ms: float) -> UsageRecord | None:

@@ -170,9 +170,14 @@ class Predictor:
             return Prepared(model, dialect, tuple(calls), stream, meter, plan, hit)
         try:
             prepared = self._admitted(model, calls, dialect, stream, meter)
+            hit = self._cache.match(plan, flight, stream)  # type: ignore[union-attr]
         except BaseException:
             self._cache.land(plan, flight, None)  # type: ignore[union-attr]
             raise
+        if hit is not None:  # by meaning: admitted as a call, recorded as a hit (its reservation released)
+            meter.cache, meter.tokens = CacheState("HIT", hit), TokenCounts()
+            self._metrics.cache_request("HIT")
+            return replace(prepared, plan=plan, hit=hit)
         self._metrics.cache_request(state.status)
         return replace(prepared, plan=plan, flight=flight)
 
@@ -196,7 +201,8 @@ class Predictor:
                                                or caller.tenant.limits.budget is not None)
             estimate = _estimated_cost(model, calls, request_bytes) if budgeted else 0.0
             if meter.admission is None:
-                meter.admission = self._accountant.admit(meter.caller, model.model_id, estimate)
+                meter.admission = self._accountant.admit(meter.caller, model.model_id, estimate,
+                                                         requests=meter.counts_request)
             else:  # a router's target: recorded as itself, its cost reserved once known
                 meter.admission = self._accountant.reserve(replace(meter.admission, model_id=model.model_id),
                                                            meter.caller, estimate)

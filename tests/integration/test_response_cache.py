@@ -485,13 +485,17 @@ def test_semantic_hits_stay_in_their_tenant_and_the_embedding_is_the_callers_usa
     for name in ("red", "blue"):
         gateway.admin.ok("POST", f"{MLS}/tenants", {"name": name})
     red, _ = gateway.key("red-sem", tenant="red")
-    blue, _ = gateway.key("blue-sem", tenant="blue")
+    blue, _ = gateway.key("blue-sem", tenant="blue", rpm=2)
     assert ask(red, model, "What is the capital of France?").headers["x-mlstream-cache"] == "MISS"
     assert ask(blue, model, "what is the capital of france").headers["x-mlstream-cache"] == "MISS"
     assert ask(red, model, "what is the CAPITAL of France!").headers["x-mlstream-cache"] == "HIT"
+    # the embedding is the caller's call, but the request it is made for took the rpm's place
+    second = ask(blue, model, "How tall is Mount Everest?")
+    assert second.status == 200 and second.headers["x-mlstream-cache"] == "MISS", second.body
+    assert ask(blue, model, "And K2?").status == 429  # the third request of the minute
     records = gateway.admin.ok("GET", f"{MLS}/usage/records?key=blue-sem")["records"]
     by_route = sorted((r["route"], r["model"], r["cache_hit"]) for r in records)
-    assert by_route == [("/v1/chat/completions", model, False), ("response-cache/embedding", embedder, False)]
+    assert by_route == [("/v1/chat/completions", model, False)] * 2 + [("response-cache/embedding", embedder, False)] * 2
 
 
 def test_a_failing_embedding_model_leaves_the_cache_exact_and_the_call_answered(gateway: Gateway) -> None:

@@ -400,6 +400,14 @@ def chat(text: str, **fields: Any) -> CacheUse:
     return chat_cache_use("openai/v1/chat/completions", {"messages": [{"role": "user", "content": text}], **fields})
 
 
+def consulted(cache: ResponseCache, plan: Any) -> tuple[Any, Any]:
+    """What ``Predictor.prepare`` does: the exact look-up, then (the call admitted) by meaning."""
+    hit, flight = cache.consult(plan, stream=False)
+    if hit is None:
+        hit = cache.match(plan, flight, stream=False)
+    return hit, flight
+
+
 def test_a_paraphrase_is_served_by_meaning_and_kept_for_an_exact_hit_next_time() -> None:
     embedded: list[str] = []
 
@@ -411,15 +419,15 @@ def test_a_paraphrase_is_served_by_meaning_and_kept_for_an_exact_hit_next_time()
     table = MemoryTable()
     cache = _cache(table, embed)
     first = cache.plan("m", SEMANTIC, "v", chat("capital of France?"), CacheControls(), None)[0]
-    hit, flight = cache.consult(first, stream=False)
+    hit, flight = consulted(cache, first)
     assert hit is None and flight.vector is not None
     cache.land(first, flight, Entry({"answer": "Paris"}, input_tokens=3, output_tokens=1))
 
     again = cache.plan("m", SEMANTIC, "v", chat("Capital of France, please"), CacheControls(), None)[0]
-    hit, _ = cache.consult(again, stream=False)
+    hit, _ = consulted(cache, again)
     assert hit is not None and hit.entry.answer == {"answer": "Paris"} and 0.8 <= hit.similarity < 0.9
-    assert len(embedded) == 2
-    hit, _ = cache.consult(again, stream=False)  # now under its own key: exact, no embedding
+    assert len(embedded) == 2 and not cache._flights  # its flight landed with the match
+    hit, _ = consulted(cache, again)  # now under its own key: exact, no embedding
     assert hit is not None and hit.similarity is None and len(embedded) == 2
 
     for other in (cache.plan("m", SEMANTIC, "v", chat("How tall is Everest?"), CacheControls(), None)[0],
@@ -427,13 +435,16 @@ def test_a_paraphrase_is_served_by_meaning_and_kept_for_an_exact_hit_next_time()
                   cache.plan("m2", SEMANTIC, "v", chat("capital of France?"), CacheControls(), None)[0],
                   cache.plan("m", SEMANTIC, "v2", chat("capital of France?"), CacheControls(), None)[0],
                   cache.plan("m", SEMANTIC, "v", chat("capital of France?"), CacheControls(namespace="x"), None)[0]):
-        hit, flight = cache.consult(other, stream=False)
+        hit, flight = consulted(cache, other)
         assert hit is None, other  # another question, or another group (parameters, model, version, namespace)
         cache.land(other, flight, None)
     bob = Caller(ApiKey("k2", "bob", "user", 0), Tenant("blue"))
-    hit, _ = cache.consult(cache.plan("m", SEMANTIC, "v", chat("capital of France?"), CacheControls(), bob)[0],
-                           stream=False)
+    hit, _ = consulted(cache, cache.plan("m", SEMANTIC, "v", chat("capital of France?"), CacheControls(), bob)[0])
     assert hit is None  # another tenant never meets these entries, by meaning either
+
+    refresh = cache.plan("m", SEMANTIC, "v", chat("Capital of France, please?"), CacheControls(no_cache=True), None)[0]
+    hit, flight = consulted(cache, refresh)
+    assert hit is None and flight.vector is not None  # a refresh looks nothing up, but is stored to be found
 
 
 def test_an_embedding_that_fails_leaves_the_call_uncached_by_meaning_only() -> None:
@@ -444,10 +455,10 @@ def test_an_embedding_that_fails_leaves_the_call_uncached_by_meaning_only() -> N
     table = MemoryTable()
     cache = ResponseCache(lambda: table, ServerSettings(), metrics, embed=embed)
     plan = cache.plan("m", SEMANTIC, "v", chat("capital of France?"), CacheControls(), None)[0]
-    hit, flight = cache.consult(plan, stream=False)
+    hit, flight = consulted(cache, plan)
     assert hit is None and flight.vector is None
     cache.land(plan, flight, Entry({"answer": "Paris"}))
-    assert cache.consult(plan, stream=False)[0] is not None  # stored, found exactly
+    assert consulted(cache, plan)[0] is not None  # stored, found exactly
     assert 'mlstream_cache_semantic_lookups_total{result="error"} 1' in metrics.render()
 
 
@@ -456,5 +467,5 @@ def test_a_tool_conversation_of_a_semantic_model_is_matched_exactly_only() -> No
     use = chat_cache_use("i", {"messages": [{"role": "tool", "content": "42", "tool_call_id": "c"}]})
     plan = cache.plan("m", SEMANTIC, "v", use, CacheControls(), None)[0]
     assert plan.semantic is None
-    hit, flight = cache.consult(plan, stream=False)
+    hit, flight = consulted(cache, plan)
     assert hit is None and flight.vector is None
