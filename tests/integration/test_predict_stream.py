@@ -287,10 +287,12 @@ def test_readers_a_backlog_behind_refuse_new_streams_at_once_with_429(make_serve
 def test_many_paced_streams_hold_no_worker_while_they_wait(make_server, fake):
     # Two workers and 200 live streams, each pausing between chunks: between their
     # bytes they wait on the watcher, so all are live at once and none waits to start.
+    # Each lasts 3 s, so the first is still live when the last is opened (200 connections
+    # took 0.7 s on a loaded 2-core machine: streams of 0.5 s ended before it).
     count = 200
     server = make_server(stream_workers=2)
     client = Client(server.url)
-    scenario = Scenario(chunks=5, delay_ms=100)
+    scenario = Scenario(chunks=30, delay_ms=100)
     model_id = client.model_for(openai_connector(fake, model=scenario.to_model()))
     socks = [post_stream(server.url, model_id) for _ in range(count)]
     try:
