@@ -213,6 +213,19 @@ def ttl_minutes(doc: dict[str, Any]) -> int:
     return value if isinstance(value, int) else NO_TTL
 
 
+def check_embedding_model(doc: Mapping[str, Any], model_id: str | None, find: Callable[[str], Any]) -> None:
+    """A semantic cache's ``embedding_model`` is another registered model with a connector
+    (``find``: a model's stored record by id, or None)."""
+    cache = doc.get("cache") or {}
+    embedding = cache.get("embedding_model") if cache.get("mode") == "semantic" else None
+    if embedding is None:
+        return
+    found = find(embedding)
+    if found is None or "routing" in found.doc or embedding == model_id:
+        raise BadRequest(f"[cache.embedding_model] [{embedding}] is not a registered embedding model: give "
+                         "the id of a model with a connector that answers embeddings")
+
+
 def config_version(doc: Mapping[str, Any], connector: Mapping[str, Any] | None) -> str:
     """What changes whenever a model or its connector does (their last update times): the
     version in a response cache key, so an edited model never answers from its old entries."""

@@ -11,6 +11,7 @@ import logging
 import secrets
 import threading
 import time
+from functools import partial
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -25,8 +26,8 @@ from ..errors import AccessDenied, BadRequest, Conflict, Forbidden, IndexNotFoun
 from ..guard.guardrails import Guardrails, parse as parse_guardrails
 from .interfaces import preset_interface
 from . import fields as model_fields
-from .fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_model_config, checked_fields, config_version,
-                     model_pricing, ttl_minutes)
+from .fields import (EXTENSION_FIELDS, auto_deploy_allowed, check_embedding_model, check_model_config, checked_fields,
+                     config_version, model_pricing, ttl_minutes)
 from ..usage.limits import RateLimit, parse_rate_limiter
 from .routing import LLM_INTERFACE, Routing, check_families, check_graph, parse_routing
 from .search import run_search
@@ -84,9 +85,7 @@ class ResolvedModel:
     guardrails: Guardrails | None = None  # checked by the predictor (``guardrails``)
     group: GroupAccess | None = None  # its model group's access fields (``access.policy``)
     cache: CacheConfig | None = None  # its own response cache setting (None: the server's default)
-    # Changes whenever the model or its connector does: part of a cache entry's key, so an
-    # edited model never answers from entries its old configuration made.
-    config_version: str = ""
+    config_version: str = ""  # changes with the model or its connector: part of a cache entry's key
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +242,7 @@ class Registry:
                     doc["interface"] = preset
             if "pricing" in doc:  # an embedding model's output price may be left out
                 doc["pricing"] = model_pricing(doc, None if router else public)
-            self._check_embedding_model(doc, model_id)
+            check_embedding_model(doc, model_id, partial(self._store.get, "model"))
             self._store.put("model", Record(model_id, doc, secret))
             task_id = self._add_task(model_id, "REGISTER_MODEL")
             if deploy:
@@ -307,22 +306,10 @@ class Registry:
                 raise BadRequest("[model_group_id] must be a string")
             if "pricing" in fields:  # for the model as updated (its connector, its model_config)
                 doc["pricing"] = model_pricing(doc, self._stored_connector(doc))
-            if "cache" in fields:
-                self._check_embedding_model(doc, model_id)
+            check_embedding_model(doc, model_id, partial(self._store.get, "model"))
             doc["last_updated_time"] = self._clock()
             self._store.put("model", Record(model_id, doc, secret))
         self._invalidate()
-
-    def _check_embedding_model(self, doc: dict[str, Any], model_id: str | None) -> None:
-        """A semantic cache's ``embedding_model`` is a registered model with a connector."""
-        cache = doc.get("cache") or {}
-        embedding = cache.get("embedding_model") if cache.get("mode") == "semantic" else None
-        if embedding is None:
-            return
-        record = self._store.get("model", embedding)
-        if record is None or "routing" in record.doc or embedding == model_id:
-            raise BadRequest(f"[cache.embedding_model] [{embedding}] is not a registered embedding model: give "
-                             "the id of a model with a connector that answers embeddings")
 
     def _updated_inline_connector(self, record: Record, changes: Any) -> Connector:
         """``Connector.update``: each field given replaces the stored one whole (parameters
