@@ -41,6 +41,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("access", folder("access")),
     ("guard", folder("guard")),
     ("models", folder("models")),
+    ("conversation memory", folder("memory")),
     ("providers", folder("providers")),
     ("telemetry", folder("telemetry")),
     ("upstream", folder("upstream")),

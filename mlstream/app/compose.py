@@ -64,6 +64,8 @@ from ..fronts.mlcommons.indices import add_index_routes
 from ..fronts.mlcommons.routes import build_router
 from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.mlcommons.usage_routes import add_usage_routes
+from ..fronts.mlcommons.memory_routes import add_memory_routes
+from ..memory.conversations import Conversations
 from ..inference.cache import ResponseCache
 from ..fronts.openai.routes import add_openai_routes
 from ..fronts.responses.keeper import ResponseKeeper
@@ -185,6 +187,9 @@ class App:
         add_openai_routes(self.router, self.registry, self.predictor)
         add_usage_routes(self.router, KeyStore(self.store), self.usage_tables, self.recorder, self.accountant,
                          self.controllers, TenantStore(self.store), self.cache)
+        # Conversation memory: its tables opened on first use (memory.db, or PostgreSQL's).
+        self.memories = Conversations(self.store.memory)
+        add_memory_routes(self.router, self.memories)
         add_anthropic_routes(self.router, self.registry, self.predictor)
         self.responses_kept = ResponseKeeper(self.store, shared=shared)  # the Responses front's, off its streams
         add_responses_routes(self.router, self.registry, self.predictor, self.responses_kept,

@@ -20,19 +20,14 @@ out until it fits; expired entries go at most once a minute (``Paced``).
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable
 
-from ..errors import StoreError
 from ..speedups import dumps_json
-from .transactions import write_transaction
-
-Execute = Callable[[str, Sequence[Any]], list[tuple]]
+from .transactions import PostgresTables, SQLiteFile
 PURGE_SECONDS = 60.0  # expired entries are deleted at most this often (reads skip them anyway)
 
 
@@ -161,58 +156,23 @@ class CacheTable(ABC):
             return True
 
 
-class SQLiteCache(CacheTable):
-    """``cache.db``: one connection, one short transaction at a time under a lock
-    (``BEGIN IMMEDIATE`` serialises writers of the file across processes)."""
+class SQLiteCache(SQLiteFile, CacheTable):
+    """``cache.db`` (``transactions.SQLiteFile``)."""
 
     FILENAME = "cache.db"
 
     def __init__(self, data_dir: Path, busy_timeout: float) -> None:
-        super().__init__()
-        path = data_dir / self.FILENAME
-        try:
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
-            if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            with write_transaction(self._db, "setting up the response cache"):
-                for sql in SQLITE_SCHEMA:
-                    self._db.execute(sql)
-                # A cache.db made before semantic matching gains its columns.
-                columns = {row[1] for row in self._db.execute("PRAGMA table_info(cache_entry)")}
-                for column, sql in SQLITE_SEMANTIC:
-                    if column not in columns:
-                        self._db.execute(sql)
-        except (sqlite3.Error, StoreError) as exc:
-            raise StoreError(f"cannot open the response cache at {path}: {exc}") from exc
-        self._lock = threading.Lock()  # guards the connection: one short statement batch under it
-
-    @contextmanager
-    def _transaction(self) -> Iterator[Execute]:
-        def execute(sql: str, params: Sequence[Any]) -> list[tuple]:
-            return self._db.execute(sql, tuple(params)).fetchall()
-
-        with self._lock, write_transaction(self._db, "response cache operation"):
-            yield execute
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        CacheTable.__init__(self)
+        # A cache.db made before semantic matching gains its columns.
+        SQLiteFile.__init__(self, data_dir / self.FILENAME, busy_timeout, "response cache", SQLITE_SCHEMA,
+                            [("cache_entry", column, sql) for column, sql in SQLITE_SEMANTIC])
 
 
-class PostgresCache(CacheTable):
+class PostgresCache(PostgresTables, CacheTable):
     """``mlstream_cache_entry`` (migrations 8 and 9) through the store's pool (``session``)."""
 
     _prefix = "mlstream_"
 
     def __init__(self, session: Callable[[], Any]) -> None:
-        super().__init__()
-        self._session = session
-
-    @contextmanager
-    def _transaction(self) -> Iterator[Execute]:
-        with self._session() as conn:
-            def execute(sql: str, params: Sequence[Any]) -> list[tuple]:
-                cursor = conn.execute(sql.replace("?", "%s"), tuple(params))
-                return cursor.fetchall() if cursor.description else []
-            yield execute
+        CacheTable.__init__(self)
+        PostgresTables.__init__(self, session)

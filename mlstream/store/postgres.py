@@ -34,6 +34,7 @@ from ..speedups import dumps_json
 from .sqlite import KINDS, RESPONSE_PURGE_SECONDS, Paced, Record, Store, record_from_row
 from ..usage.tables import PostgresUsage, UsageTables
 from .cache_table import POSTGRES_SCHEMA as CACHE_SCHEMA, POSTGRES_SEMANTIC, CacheTable, PostgresCache
+from .memory_table import POSTGRES_SCHEMA as MEMORY_SCHEMA, MemoryTable, PostgresMemory
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
          "ALTER TABLE mlstream_usage_record ADD COLUMN saved_cost DOUBLE PRECISION")),
     # Semantic matching of the response cache: an entry's group and its conversation's vector.
     (9, tuple(sql for _, sql in POSTGRES_SEMANTIC)),
+    # Conversation memory (store.memory_table): no trigger, a message is no cached state.
+    (10, tuple(MEMORY_SCHEMA)),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the
@@ -163,6 +166,7 @@ class PostgresStore(Store):
         self._counter = 0
         self.response_purge = Paced(RESPONSE_PURGE_SECONDS)
         self._cache_table = PostgresCache(self.session)  # one, so its purge is paced per process
+        self._memory_table = PostgresMemory(self.session)
         # Backends of our own pooled connections (guarded by _counter_lock): their commits
         # bump the counter at once, so their NOTIFYs are not counted twice.
         self._own_backends: set[int] = set()
@@ -250,6 +254,9 @@ class PostgresStore(Store):
 
     def cache(self) -> CacheTable:
         return self._cache_table
+
+    def memory(self) -> MemoryTable:
+        return self._memory_table
 
 
     @contextmanager

@@ -28,6 +28,7 @@ from ..usage.limits import take
 from ..speedups import dumps_json
 from ..usage.tables import SQLiteUsage, UsageTables
 from .cache_table import CacheTable, SQLiteCache
+from .memory_table import MemoryTable, SQLiteMemory
 from .transactions import write_transaction
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,11 @@ class Store(ABC):
         the store. A backend without them raises StoreError."""
         raise StoreError(f"{type(self).__name__} has no response cache")
 
+    def memory(self) -> MemoryTable:
+        """Conversation memory's tables on this store; opened on first use and closed with
+        the store. A backend without them raises StoreError."""
+        raise StoreError(f"{type(self).__name__} has no conversation memory")
+
     # Stored responses of the Responses front (``/v1/responses`` with ``store``): kept apart
     # from the records (no change to announce, no cache to reload), each until it expires.
 
@@ -214,6 +220,7 @@ class SQLiteStore(Store):
         self._usage: SQLiteUsage | None = None
         self._usage_lock = threading.Lock()  # guards _usage; opening the file runs under it, once
         self._cache: SQLiteCache | None = None  # the response cache (cache.db), opened by cache()
+        self._memory: SQLiteMemory | None = None  # conversation memory (memory.db), opened by memory()
         try:
             with _setup_lock(data_dir):
                 self._open()
@@ -413,12 +420,21 @@ class SQLiteStore(Store):
                     self._cache = SQLiteCache(self.path.parent, BUSY_TIMEOUT)
             return self._cache
 
+    def memory(self) -> MemoryTable:
+        with self._usage_lock:
+            if self._memory is None:
+                with _setup_lock(self.path.parent):
+                    self._memory = SQLiteMemory(self.path.parent, BUSY_TIMEOUT)
+            return self._memory
+
     def close(self) -> None:
         with self._usage_lock:
             if self._usage is not None:
                 self._usage.close()
             if self._cache is not None:
                 self._cache.close()
+            if self._memory is not None:
+                self._memory.close()
         with self._responses_lock:
             self._responses_db.close()
         with self._buckets_lock:

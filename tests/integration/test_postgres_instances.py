@@ -126,6 +126,21 @@ def test_a_semantic_entry_is_found_by_meaning_on_another_instance(two_instances,
     assert asked(client_b, "Which mountain is the tallest?") == "MISS"
 
 
+def test_a_memory_written_on_one_instance_is_read_on_the_other(two_instances) -> None:
+    (_, url_a), (_, url_b) = two_instances
+    client_a, client_b = Client(url_a), Client(url_b)
+    memory_id = client_a.ok("POST", "/_plugins/_ml/memory", {"name": "shared"})["memory_id"]
+    first = client_b.ok("POST", f"/_plugins/_ml/memory/{memory_id}/messages", {"input": "from b"})["message_id"]
+    client_a.ok("POST", f"/_plugins/_ml/memory/{memory_id}/messages",
+                {"input": "a trace", "parent_message_id": first, "trace_number": 1})
+    assert [m["input"] for m in client_a.ok("GET", f"/_plugins/_ml/memory/{memory_id}/messages")["messages"]] == [
+        "from b"]
+    assert [t["input"] for t in client_b.ok("GET", f"/_plugins/_ml/memory/message/{first}/traces")["traces"]] == [
+        "a trace"]
+    assert client_b.ok("DELETE", f"/_plugins/_ml/memory/{memory_id}") == {"success": True}
+    assert client_a.call("GET", f"/_plugins/_ml/memory/{memory_id}").status == 404
+
+
 def test_a_key_revoked_anywhere_is_refused_everywhere_within_a_second(postgres_url: str, tmp_path: Path) -> None:
     admin = keys_cli(postgres_url, tmp_path, "create", "--role", "admin").splitlines()[-1]
     doomed_out = keys_cli(postgres_url, tmp_path, "create", "--role", "user", "--name", "doomed")

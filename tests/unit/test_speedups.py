@@ -6,6 +6,8 @@ import http.client
 from array import array
 import json
 import socket
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -232,3 +234,12 @@ def test_dot_products_agree_with_the_python_loop() -> None:
     assert dot_products(query, vectors) == pytest.approx(python_dot_products(query, vectors), abs=1e-6)
     assert dot_products(query, []) == []
     assert FAST_DOT_PRODUCTS  # the test extras install numpy: the numpy path is the one checked above
+
+
+def test_numpy_is_imported_only_when_vectors_are_compared() -> None:
+    # 12 MB of RSS and a thread pool for a server that never compares vectors: not at start.
+    code = ("import sys, mlstream.app.compose, mlstream.caching.semantic; assert 'numpy' not in sys.modules; "
+            "from array import array; from mlstream.speedups import dot_products; "
+            "dot_products(array('f', [1.0]).tobytes(), [array('f', [1.0]).tobytes()]); "
+            "assert 'numpy' in sys.modules")
+    assert subprocess.run([sys.executable, "-c", code], timeout=HANG_GUARD).returncode == 0
