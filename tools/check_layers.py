@@ -47,6 +47,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("upstream", folder("upstream")),
     ("streaming core", folder("streaming")),
     ("inference", folder("inference")),
+    ("agents", folder("agents")),
     ("HTTP transport", folder("server")),
     ("fronts", folder("fronts")),
     ("composition root", folder("app")),

@@ -27,8 +27,6 @@ import socket
 import ssl
 import sys
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 
@@ -65,6 +63,8 @@ from ..fronts.mlcommons.routes import build_router
 from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.mlcommons.usage_routes import add_usage_routes
 from ..fronts.mlcommons.memory_routes import add_memory_routes
+from ..fronts.mlcommons.agent_routes import add_agent_routes
+from ..agents.agents import Agents
 from ..memory.conversations import Conversations
 from ..inference.cache import ResponseCache
 from ..fronts.openai.routes import add_openai_routes
@@ -190,6 +190,8 @@ class App:
         # Conversation memory: its tables opened on first use (memory.db, or PostgreSQL's).
         self.memories = Conversations(self.store.memory)
         add_memory_routes(self.router, self.memories)
+        self.agents = Agents(self.store, self.predictor, self.registry.resolve)
+        add_agent_routes(self.router, self.agents)
         add_anthropic_routes(self.router, self.registry, self.predictor)
         self.responses_kept = ResponseKeeper(self.store, shared=shared)  # the Responses front's, off its streams
         add_responses_routes(self.router, self.registry, self.predictor, self.responses_kept,
@@ -206,31 +208,17 @@ class App:
         embedding model as the caller (its access, tpm and budget; not its rpm: the request it
         is made for took its place), recorded in its usage under the route
         ``response-cache/embedding``."""
-        started = time.monotonic()
-        meter = CallMeter(caller=caller, request_id=f"cache-{uuid.uuid4().hex}", counts_request=False)
-        model = self.registry.resolve(model_id, caller)
-
         def bind(target: object) -> Bound:
             def run(prepared: object) -> list[list[float]]:
                 return embedding_vectors(self.predictor.predict(prepared).body)  # type: ignore[arg-type]
             return Bound(Ask({}, processing.TextDocs((text,))), run=run)
 
-        outcome, status = "error", 500
-        try:
-            vectors = self.predictor.call(model, bind, meter)
-            if len(vectors) != 1:
-                raise BadRequest(f"model [{model_id}] answered {len(vectors)} embeddings for one text: "
-                                 "is it an embedding model?")
-            outcome, status = "ok", 200
-            return vectors[0]
-        except MLStreamError as error:
-            status = error.http_status
-            raise
-        finally:
-            record = meter.usage(route=EMBEDDING_ROUTE, status=status, outcome=outcome, relayed=0,
-                                 first_token_ms=None, duration_ms=(time.monotonic() - started) * 1000)
-            if record is not None:
-                self.accountant.record(record)
+        vectors = self.predictor.call_recorded(self.registry.resolve(model_id, caller), bind, caller,
+                                               route=EMBEDDING_ROUTE)
+        if len(vectors) != 1:
+            raise BadRequest(f"model [{model_id}] answered {len(vectors)} embeddings for one text: "
+                             "is it an embedding model?")
+        return vectors[0]
 
     def ask_guardrail_model(self, model_id: str, parameters: dict) -> object:
         """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest

@@ -24,6 +24,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -419,6 +420,28 @@ class Predictor:
                                               self._server.client_stall_timeout), ended)
 
     # --- any model, a router included --------------------------------------------------
+
+    def call_recorded(self, model: AnyModel, bind: Bind, caller: Caller | None, *, route: str,
+                      counts_request: bool = False) -> Any:
+        """``call`` for a call that is not a request's own (a semantic cache's embedding, an
+        agent's tool): its own meter, admitted as the caller (``counts_request`` False: no
+        rpm place, the request it serves took one), and its own usage record on ``route``."""
+        started = time.monotonic()
+        meter = CallMeter(caller=caller, request_id=f"{route.rsplit('/', 1)[-1]}-{uuid.uuid4().hex}",
+                          counts_request=counts_request)
+        outcome, status = "error", 500
+        try:
+            answer = self.call(model, bind, meter)
+            outcome, status = "ok", 200
+            return answer
+        except MLStreamError as error:
+            status = error.http_status
+            raise
+        finally:
+            record = meter.usage(route=route, status=status, outcome=outcome, relayed=0, first_token_ms=None,
+                                 duration_ms=(time.monotonic() - started) * 1000)
+            if record is not None and self._accountant is not None:
+                self._accountant.record(record)
 
     def tensors(self, model: AnyModel, ask: Ask, meter: CallMeter, cache: CacheUse | None = None) -> PredictResult:
         """ml-commons' ``_predict``: ``prepare`` and ``predict`` on the model, or on a router's

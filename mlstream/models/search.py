@@ -15,7 +15,7 @@ from ..errors import BadRequest
 
 INDEX_OF = {"connector": ".plugins-ml-connector", "model": ".plugins-ml-model", "task": ".plugins-ml-task",
             "model_group": ".plugins-ml-model-group", "memory": ".plugins-ml-memory-meta",
-            "message": ".plugins-ml-memory-message"}
+            "message": ".plugins-ml-memory-message", "agent": ".plugins-ml-agent"}
 DEFAULT_SIZE = 10
 MAX_RESULT_WINDOW = 10_000  # OpenSearch's index.max_result_window
 

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 # model controllers (per-user rate limits), by model id; stopword_index, stopword_doc: the
 # stop-word indices of guardrails (``stopwords``); tenant: the teams keys belong to (``access.tenants``).
 KINDS = ("connector", "model", "task", "apikey", "meta", "model_group", "controller", "stopword_index",
-         "stopword_doc", "tenant")
+         "stopword_doc", "tenant", "agent")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
 BUSY_TIMEOUT = 10.0
 # Taken (flock, exclusive) by every process while it opens and migrates a data

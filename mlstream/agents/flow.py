@@ -1,0 +1,138 @@
+"""ml-commons' flow agent (``MLFlowAgentRunner``): its tools run in order, each one's output
+kept as ``${parameters.<tool name>.output}`` for the ones after it. Pure: a tool's model call
+is the caller's ``call_model``.
+
+    a tool's parameters   its own ``parameters``, then the request's over them (a request key
+                          ``<tool name>.<key>`` is that tool's ``<key>``; ``<tool type>.<key>``
+                          none of them), then its ``config`` over all (``buildToolParameters``)
+    the answer            one tool: its output as a ``response`` tensor; several: a tensor for
+                          each tool with ``include_output_in_agent_response`` and for the last,
+                          named after the tool (``<tool>.output`` under an ``output_filter``)
+
+Tools served: ``MLModelTool`` (a model's ``_predict`` with the tool's parameters; its answer's
+``dataAsMap[response_field]``, ``response`` by default, else the whole map as JSON). Tools
+that need an index, and any other, are refused with a 400 naming the tool before any runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..errors import BadRequest
+from ..processing.escaping import escape_json_text
+from ..wire.jsonpath import JsonPathError, PathNotFound, compile_path
+
+SERVED_TOOLS = ("MLModelTool",)
+# ml-commons' tools that read or write an index: mlstream has none to give them.
+INDEX_TOOLS = frozenset({"SearchIndexTool", "VectorDBTool", "NeuralSparseSearchTool", "RAGTool", "IndexMappingTool",
+                         "ListIndexTool", "AgenticSearchTool", "QueryPlanningTool", "PPLTool", "SearchAlertsTool",
+                         "SearchMonitorsTool", "SearchAnomalyDetectorsTool", "SearchAnomalyResultsTool",
+                         "CreateAnomalyDetectorTool", "LogPatternTool", "VisualizationTool", "IndexInsightTool",
+                         "DataDistributionTool", "ReadFromScratchPadTool", "WriteToScratchPadTool"})
+OUTPUT_FILTER = "output_filter"
+DEFAULT_RESPONSE_FIELD = "response"
+# (model id, parameters) -> the model's first output tensor's dataAsMap
+CallModel = Callable[[str, dict[str, str]], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """One output tensor of the agent's answer: ``{"name", "result"}``."""
+
+    name: str
+    result: Any
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"name": self.name, "result": self.result}
+
+
+def tool_name(spec: Mapping[str, Any]) -> str:
+    return spec.get("name") or spec["type"]
+
+
+def check_runnable(tools: list[Mapping[str, Any]]) -> None:
+    """A 400 naming the first tool this flow cannot run, before any runs."""
+    if not tools:
+        raise BadRequest("no tool configured")
+    for spec in tools:
+        kind = spec["type"]
+        if kind in INDEX_TOOLS:
+            raise BadRequest(f"tool [{tool_name(spec)}] of type [{kind}] needs an OpenSearch index: mlstream has "
+                             f"none, so it cannot run here (tools served: {', '.join(SERVED_TOOLS)})")
+        if kind not in SERVED_TOOLS:
+            raise BadRequest(f"tool [{tool_name(spec)}] of type [{kind}] is not served here "
+                             f"(tools served: {', '.join(SERVED_TOOLS)})")
+        if kind == "MLModelTool" and not (spec.get("parameters") or {}).get("model_id"):
+            raise BadRequest(f"tool [{tool_name(spec)}]: Model ID can't be null or empty")
+
+
+def tool_parameters(request: Mapping[str, str], spec: Mapping[str, Any]) -> dict[str, str]:
+    """``ToolUtils.buildToolParameters``."""
+    out: dict[str, str] = dict(spec.get("parameters") or {})
+    out.update(request)
+    name, kind = tool_name(spec), spec["type"]
+    for key, value in request.items():
+        if key.startswith(name + ".") and key != name + ".description":
+            out[key[len(name) + 1:]] = value
+            out.pop(key, None)
+        elif key.startswith(kind + "."):
+            out.pop(key, None)
+    out.update(spec.get("config") or {})
+    return out
+
+
+def run_flow(tools: list[Mapping[str, Any]], request: Mapping[str, str], call_model: CallModel) -> list[Tensor]:
+    """The flow's answer tensors (``check_runnable`` first)."""
+    check_runnable(tools)
+    params = dict(request)
+    if len(tools) == 1:
+        return [_as_response(_run_tool(tools[0], tool_parameters(params, tools[0]), call_model))]
+    out: list[Tensor] = []
+    for index, spec in enumerate(tools):
+        executed = tool_parameters(params, spec)
+        output = _run_tool(spec, executed, call_model)
+        name = tool_name(spec)
+        filtered = _filtered(executed, output)
+        params[f"{name}.output"] = escape_json_text(filtered)
+        if spec.get("include_output_in_agent_response") or index == len(tools) - 1:
+            if OUTPUT_FILTER in executed:
+                out.append(Tensor(f"{name}.output", filtered))
+            else:
+                out.append(Tensor(name, _json_text(output)))
+    return out
+
+
+def _run_tool(spec: Mapping[str, Any], parameters: dict[str, str], call_model: CallModel) -> Any:
+    """``MLModelTool.run``: the model's answer's response field, or the whole map as JSON."""
+    data = call_model(parameters["model_id"], parameters)
+    field = parameters.get("response_field", DEFAULT_RESPONSE_FIELD)
+    if field in data:
+        return data[field]
+    return _json_text(dict(data))
+
+
+def _filtered(parameters: Mapping[str, str], output: Any) -> str:
+    """``filterToolOutput`` then ``parseResponse``: an ``output_filter`` JSONPath applied to
+    the output's JSON (a path that is not there leaves the output whole, as ml-commons logs
+    and goes on)."""
+    text = _json_text(output)
+    path = parameters.get(OUTPUT_FILTER)
+    if path is None:
+        return text
+    try:
+        document = json.loads(text)
+        return _json_text(compile_path(path).read(document))
+    except (ValueError, PathNotFound, JsonPathError):
+        return text
+
+
+def _json_text(value: Any) -> str:
+    """``StringUtils.toJson``: a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _as_response(output: Any) -> Tensor:
+    """``MLAgentExecutor.processOutput`` for one tool's output: a ``response`` tensor."""
+    return Tensor("response", _json_text(output))

@@ -1,0 +1,183 @@
+"""ml-commons' agents over HTTP: register, get, update, search, delete, and a flow agent's
+run through MLModelTool against the fake provider (what it sent, what it answered, usage,
+access), and the tools and types mlstream does not run refused by name."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mlstream.testing.fake_openai import FakeOpenAI, Scenario
+from tests.support.clients import Client, bearer, client_with
+
+AGENTS = "/_plugins/_ml/agents"
+MLS = "/_plugins/_mlstream"
+PROMPT_BODY = ('{ "model": "${parameters.model}", "messages": [ {"role": "user", '
+               '"content": "${parameters.prompt}"} ] }')
+
+
+def chat_bodies(fake: FakeOpenAI) -> list[Any]:
+    return [r.body for r in fake.stats.requests if r.path.endswith("/chat/completions")]
+
+
+class Setup:
+    def __init__(self, server: Any, fake: FakeOpenAI) -> None:
+        self.url, self.fake = server.url, fake
+        admin = Client(server.url).call("POST", f"{MLS}/keys", {"name": "ops", "role": "admin"})
+        assert admin.status == 200, admin.body
+        self.admin = client_with(server.url, bearer(admin.body["key"]))
+
+    def model(self, text: str, name: str = "llm") -> str:
+        """A chat model whose ``_predict`` answers ``{"response": <the message's text>}``."""
+        connector = {
+            "name": "prompt chat", "protocol": "http", "version": 1,
+            "parameters": {"endpoint": self.fake.url.removeprefix("http://"),
+                           "model": Scenario(chunks=2, text=text).to_model(),
+                           "response_filter": "$.choices[0].message.content"},
+            "credential": {"openAI_key": self.fake.api_key},
+            "actions": [{"action_type": "predict", "method": "POST",
+                         "url": "http://${parameters.endpoint}/v1/chat/completions",
+                         "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+                         "request_body": PROMPT_BODY}]}
+        return self.admin.register(self.admin.create_connector(connector), name=name)
+
+    def key(self, name: str, **fields: Any) -> Client:
+        secret = self.admin.ok("POST", f"{MLS}/keys", {"name": name, **fields})["key"]
+        return client_with(self.url, bearer(secret))
+
+
+@pytest.fixture
+def setup(make_server, fake) -> Setup:
+    return Setup(make_server(), fake)
+
+
+def flow_agent(model_id: str, **tool: Any) -> dict[str, Any]:
+    return {"name": "Test_Agent_For_RAG", "type": "flow", "description": "this is a test agent",
+            "tools": [{"type": "MLModelTool", "description": "A general tool to answer any question",
+                       "parameters": {"model_id": model_id, "prompt": "Answer briefly: ${parameters.question}"},
+                       **tool}]}
+
+
+def test_a_flow_agent_with_one_model_tool_answers_as_ml_commons(setup: Setup) -> None:
+    model_id = setup.model("Paris is the capital")
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", flow_agent(model_id))["agent_id"]
+    agent = setup.admin.ok("GET", f"{AGENTS}/{agent_id}")
+    assert agent["name"] == "Test_Agent_For_RAG" and agent["type"] == "flow"
+    assert agent["tools"][0]["include_output_in_agent_response"] is False
+    assert isinstance(agent["created_time"], int) and agent["last_updated_time"] == agent["created_time"]
+
+    answer = setup.admin.ok("POST", f"{AGENTS}/{agent_id}/_execute",
+                            {"parameters": {"question": "What is the capital of \"France\"?"}})
+    assert answer == {"inference_results": [{"output": [{"name": "response", "result": "Paris is the capital"}]}]}
+    sent = chat_bodies(setup.fake)[-1]
+    assert sent["messages"] == [{"role": "user", "content": 'Answer briefly: What is the capital of "France"?'}]
+
+
+def test_a_flow_of_two_tools_hands_the_first_output_to_the_second(setup: Setup) -> None:
+    first = setup.model("step one says hi", name="first")
+    second = setup.model("final words", name="second")
+    body = {"name": "two steps", "type": "flow", "tools": [
+        {"type": "MLModelTool", "name": "draft", "include_output_in_agent_response": True,
+         "parameters": {"model_id": first, "prompt": "Draft: ${parameters.question}"}},
+        {"type": "MLModelTool", "name": "polish",
+         "parameters": {"model_id": second, "prompt": "Polish: ${parameters.draft.output}"}}]}
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", body)["agent_id"]
+    answer = setup.admin.ok("POST", f"{AGENTS}/{agent_id}/_execute", {"parameters": {"question": "go"}})
+    assert answer["inference_results"][0]["output"] == [{"name": "draft", "result": "step one says hi"},
+                                                        {"name": "polish", "result": "final words"}]
+    assert [b["messages"][0]["content"] for b in chat_bodies(setup.fake)[-2:]] == [
+        "Draft: go", "Polish: step one says hi"]
+    # a request parameter named <tool>.<key> is that tool's alone
+    setup.admin.ok("POST", f"{AGENTS}/{agent_id}/_execute",
+                   {"parameters": {"question": "go", "polish.prompt": "Only: ${parameters.draft.output}"}})
+    assert [b["messages"][0]["content"] for b in chat_bodies(setup.fake)[-2:]] == [
+        "Draft: go", "Only: step one says hi"]
+
+
+def test_tool_calls_are_the_callers_usage_and_need_its_access(setup: Setup) -> None:
+    model_id = setup.model("ok")
+    other = setup.model("never", name="other")
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", flow_agent(model_id))["agent_id"]
+    denied_id = setup.admin.ok("POST", f"{AGENTS}/_register", {**flow_agent(other), "name": "denied"})["agent_id"]
+    user = setup.key("agent-user", models=[model_id], rpm=5)
+    assert user.ok("POST", f"{AGENTS}/{agent_id}/_execute", {"parameters": {"question": "q"}})
+    records = setup.admin.ok("GET", f"{MLS}/usage/records?key=agent-user")["records"]
+    assert [(r["route"], r["model"], r["outcome"]) for r in records] == [
+        ("/_plugins/_ml/agents/{agent_id}/_execute", model_id, "ok")]
+    calls = len(chat_bodies(setup.fake))
+    refused = user.call("POST", f"{AGENTS}/{denied_id}/_execute", {"parameters": {"question": "q"}})
+    assert refused.status == 403 and "privilege" in refused.body["error"]["reason"], refused.body
+    assert len(chat_bodies(setup.fake)) == calls  # nothing sent
+    # a user key reads and runs agents, but does not register, change or delete them
+    assert user.call("POST", f"{AGENTS}/_register", flow_agent(model_id)).status == 403
+    assert user.call("PUT", f"{AGENTS}/{agent_id}", {"description": "mine"}).status == 403
+    assert user.call("DELETE", f"{AGENTS}/{agent_id}").status == 403
+    assert user.ok("GET", f"{AGENTS}/{agent_id}")["name"] == "Test_Agent_For_RAG"
+
+
+def test_update_search_and_delete(setup: Setup) -> None:
+    model_id = setup.model("x")
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", flow_agent(model_id))["agent_id"]
+    updated = setup.admin.ok("PUT", f"{AGENTS}/{agent_id}", {"description": "changed"})
+    assert updated["_id"] == agent_id and updated["result"] == "updated"
+    assert setup.admin.ok("GET", f"{AGENTS}/{agent_id}")["description"] == "changed"
+    refused = setup.admin.call("PUT", f"{AGENTS}/{agent_id}", {"type": "conversational"})
+    assert refused.status == 400 and "type" in refused.body["error"]["reason"]
+    hits = setup.admin.ok("POST", f"{AGENTS}/_search", {"query": {"term": {"type": "flow"}}})["hits"]
+    assert [hit["_id"] for hit in hits["hits"]] == [agent_id] and hits["hits"][0]["_index"] == ".plugins-ml-agent"
+    deleted = setup.admin.ok("DELETE", f"{AGENTS}/{agent_id}")
+    assert deleted["result"] == "deleted"
+    missing = setup.admin.call("GET", f"{AGENTS}/{agent_id}")
+    assert missing.status == 404 and missing.body["error"]["reason"] == (
+        f"Failed to find agent with the provided agent id: {agent_id}")
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"type": "flow"}, "Agent name can't be null"),
+    ({"name": "", "type": "flow"}, "Agent name cannot be empty"),
+    ({"name": "x" * 129, "type": "flow"}, "exceed max length of 128"),
+    ({"name": "a"}, "Agent type can't be null"),
+    ({"name": "a", "type": "robot"}, "Invalid Agent Type"),
+    ({"name": "a", "type": "conversational"}, "We need model information"),
+    ({"name": "a", "type": "flow", "tools": [{"type": "MLModelTool"}, {"type": "MLModelTool"}]},
+     "Duplicate tool defined"),
+    ({"name": "a", "type": "flow", "tools": [{"name": "t"}]}, "tool type is null"),
+    ({"name": "a", "type": "flow", "tools": "MLModelTool"}, "tools"),
+])
+def test_a_bad_agent_is_ml_commons_400_and_nothing_is_registered(setup: Setup, body: Any, words: str) -> None:
+    reply = setup.admin.call("POST", f"{AGENTS}/_register", body)
+    assert reply.status == 400 and words in reply.body["error"]["reason"], reply.body
+    assert setup.admin.ok("POST", f"{AGENTS}/_search", {"query": {"match_all": {}}})["hits"]["total"]["value"] == 0
+
+
+@pytest.mark.parametrize("tools, words", [
+    ([{"type": "VectorDBTool", "name": "kb", "parameters": {"index": "docs"}}], "[kb] of type [VectorDBTool] needs"),
+    ([{"type": "SearchIndexTool"}], "SearchIndexTool] needs an OpenSearch index"),
+    ([{"type": "CalculatorTool"}], "[CalculatorTool] is not served here"),
+    ([{"type": "MLModelTool", "parameters": {"prompt": "x"}}], "Model ID can't be null or empty"),
+    ([], "no tool configured"),
+])
+def test_tools_that_cannot_run_here_are_named_in_a_400_before_anything_runs(setup: Setup, tools: Any,
+                                                                             words: str) -> None:
+    model_id = setup.model("unused")
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", {"name": "t", "type": "flow", "tools": [
+        {"type": "MLModelTool", "name": "first", "parameters": {"model_id": model_id, "prompt": "p"}}, *tools]}
+        if tools else {"name": "t", "type": "flow"})["agent_id"]
+    calls = len(chat_bodies(setup.fake))
+    reply = setup.admin.call("POST", f"{AGENTS}/{agent_id}/_execute", {"parameters": {"question": "q"}})
+    assert reply.status == 400 and words in reply.body["error"]["reason"], reply.body
+    assert len(chat_bodies(setup.fake)) == calls
+
+
+def test_agent_types_not_run_here_are_a_400_and_a_bad_execute_body_too(setup: Setup) -> None:
+    model_id = setup.model("x")
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", {"name": "chat", "type": "conversational",
+                                                              "llm": {"model_id": model_id}})["agent_id"]
+    reply = setup.admin.call("POST", f"{AGENTS}/{agent_id}/_execute", {"parameters": {"question": "q"}})
+    assert reply.status == 400 and "[conversational] agent" in reply.body["error"]["reason"]
+    flow_id = setup.admin.ok("POST", f"{AGENTS}/_register", flow_agent(model_id))["agent_id"]
+    for body in ({"question": "q"}, [], {"parameters": "q"}):
+        bad = setup.admin.call("POST", f"{AGENTS}/{flow_id}/_execute", body)
+        assert bad.status == 400 and "parameters" in json.dumps(bad.body), bad.body
