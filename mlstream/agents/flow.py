@@ -83,25 +83,44 @@ def tool_parameters(request: Mapping[str, str], spec: Mapping[str, Any]) -> dict
     return out
 
 
-def run_flow(tools: list[Mapping[str, Any]], request: Mapping[str, str], call_model: CallModel) -> list[Tensor]:
-    """The flow's answer tensors (``check_runnable`` first)."""
+@dataclass(frozen=True, slots=True)
+class FlowResult:
+    tensors: list[Tensor]      # the answer's tensors
+    outputs: dict[str, str]    # "<tool>.output" -> its filtered output, for the tensors answered
+    last_output: str           # the last tool's filtered output (a conversation's response)
+
+
+# (tool name, its filtered output) after each tool: a conversational flow's trace
+OnStep = Callable[[str, str], None]
+
+
+def run_flow(tools: list[Mapping[str, Any]], request: Mapping[str, str], call_model: CallModel,
+             on_step: OnStep | None = None, *, conversational: bool = False) -> FlowResult:
+    """The flow's answer (``check_runnable`` first): a flow agent's one tool's output as a
+    ``response`` tensor; several tools' (and a conversational flow's, however many) named
+    as ``MLFlowAgentRunner`` and ``MLConversationalFlowAgentRunner`` name them."""
     check_runnable(tools)
     params = dict(request)
-    if len(tools) == 1:
-        return [_as_response(_run_tool(tools[0], tool_parameters(params, tools[0]), call_model))]
-    out: list[Tensor] = []
+    tensors: list[Tensor] = []
+    outputs: dict[str, str] = {}
+    filtered = ""
     for index, spec in enumerate(tools):
         executed = tool_parameters(params, spec)
         output = _run_tool(spec, executed, call_model)
         name = tool_name(spec)
         filtered = _filtered(executed, output)
         params[f"{name}.output"] = escape_json_text(filtered)
+        if on_step is not None:
+            on_step(name, filtered)
         if spec.get("include_output_in_agent_response") or index == len(tools) - 1:
-            if OUTPUT_FILTER in executed:
-                out.append(Tensor(f"{name}.output", filtered))
+            outputs[f"{name}.output"] = filtered
+            if len(tools) == 1 and not conversational:
+                tensors.append(_as_response(output))
+            elif OUTPUT_FILTER in executed:
+                tensors.append(Tensor(f"{name}.output", filtered))
             else:
-                out.append(Tensor(name, _json_text(output)))
-    return out
+                tensors.append(Tensor(name, _json_text(output)))
+    return FlowResult(tensors, outputs, filtered)
 
 
 def _run_tool(spec: Mapping[str, Any], parameters: dict[str, str], call_model: CallModel) -> Any:

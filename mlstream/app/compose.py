@@ -190,7 +190,7 @@ class App:
         # Conversation memory: its tables opened on first use (memory.db, or PostgreSQL's).
         self.memories = Conversations(self.store.memory)
         add_memory_routes(self.router, self.memories)
-        self.agents = Agents(self.store, self.predictor, self.registry.resolve)
+        self.agents = Agents(self.store, self.predictor, self.registry.resolve, self.memories)
         add_agent_routes(self.router, self.agents)
         add_anthropic_routes(self.router, self.registry, self.predictor)
         self.responses_kept = ResponseKeeper(self.store, shared=shared)  # the Responses front's, off its streams

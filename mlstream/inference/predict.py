@@ -51,7 +51,7 @@ from ..streaming.pool import StreamPool
 from ..providers.base import StreamDecoder
 from ..streaming.reader import start_stream
 from ..streaming.watcher import Watcher
-from ..telemetry.hooks import Telemetry
+from ..telemetry.hooks import RequestTrace, Telemetry
 from ..usage.tokens import DEFAULT_OUTPUT_ESTIMATE, TokenCounts, answer_tokens, output_cap
 from ..usage.records import cost_of
 from ..upstream.client import ProviderCall, UpstreamClient
@@ -422,13 +422,14 @@ class Predictor:
     # --- any model, a router included --------------------------------------------------
 
     def call_recorded(self, model: AnyModel, bind: Bind, caller: Caller | None, *, route: str,
-                      counts_request: bool = False) -> Any:
+                      counts_request: bool = False, trace: RequestTrace | None = None) -> Any:
         """``call`` for a call that is not a request's own (a semantic cache's embedding, an
         agent's tool): its own meter, admitted as the caller (``counts_request`` False: no
-        rpm place, the request it serves took one), and its own usage record on ``route``."""
+        rpm place, the request it serves took one), its own usage record on ``route``, and its
+        provider call's span under the request's (``trace``)."""
         started = time.monotonic()
         meter = CallMeter(caller=caller, request_id=f"{route.rsplit('/', 1)[-1]}-{uuid.uuid4().hex}",
-                          counts_request=counts_request)
+                          counts_request=counts_request, trace=trace)
         outcome, status = "error", 500
         try:
             answer = self.call(model, bind, meter)

@@ -88,8 +88,8 @@ class Conversations:
         now = self._clock()
         doc.update(changes)
         doc["updated_time"] = iso_time(now)
-        created = _ns(doc["create_time"])
-        self._table().put_conversation(memory_id, owner_of(caller), created, now, doc)
+        if not self._table().update_conversation(memory_id, now, doc):
+            raise NotFound(f"Memory [{memory_id}] not found")
         return _update_response(MEMORY_INDEX, memory_id)
 
     def delete(self, memory_id: str, caller: Caller | None) -> dict[str, Any]:
@@ -120,12 +120,46 @@ class Conversations:
             found = self._table().message(parent)
             if found is None or found[0] != memory_id:
                 raise NotFound(f"Message [{parent}] not found")
+        return self._write_message(memory_id, memory, fields)
+
+    def _write_message(self, memory_id: str, memory: dict[str, Any], fields: Mapping[str, Any]) -> str:
         message_id, now = new_id(), self._clock()
         doc = {"create_time": iso_time(now),
                **{name: fields[name] for name in MESSAGE_FIELDS if fields.get(name) is not None}}
         memory["updated_time"] = iso_time(now)
-        self._table().put_message(message_id, memory_id, now, parent, trace, doc, memory)
+        if not self._table().put_message(message_id, memory_id, now, fields.get("parent_message_id"),
+                                         fields.get("trace_number"), doc, memory):
+            raise NotFound(f"Memory [{memory_id}] not found")
         return message_id
+
+    # --- an agent's turn (agents.agents) -------------------------------------------------
+
+    def start_turn(self, memory_id: str | None, question: str | None, app_type: str | None,
+                   caller: Caller | None) -> tuple[str, str]:
+        """A conversation's new question, as ml-commons' agent executor saves it: in the memory
+        named (the caller's own), or a new one named after the question; its root message
+        holds the question and an empty response until the answer comes."""
+        if memory_id is None:
+            memory_id = self.create({"name": question or "", **({"application_type": app_type} if app_type else {})},
+                                    caller)
+        memory = self._own(memory_id, caller)
+        return memory_id, self._write_message(memory_id, memory, {"input": question, "response": ""})
+
+    def add_trace(self, memory_id: str, parent_id: str, number: int, question: str | None, response: str,
+                  origin: str, caller: Caller | None) -> None:
+        """A tool's step of a turn: a trace of its root message."""
+        self._write_message(memory_id, self._own(memory_id, caller),
+                            {"input": question, "response": response, "origin": origin,
+                             "parent_message_id": parent_id, "trace_number": number})
+
+    def finish_turn(self, parent_id: str, changes: Mapping[str, Any], caller: Caller | None) -> None:
+        """A message's fields changed (the caller's own): a turn's root message given its
+        answer (``response``, ``additional_info``), or an update of a message."""
+        _, doc = self._own_message(parent_id, caller)
+        doc.update(changes)
+        doc["updated_time"] = iso_time(self._clock())
+        if not self._table().update_message(parent_id, doc):
+            raise NotFound(f"Message [{parent_id}] not found")
 
     def get_message(self, message_id: str, caller: Caller | None) -> dict[str, Any]:
         memory_id, doc = self._own_message(message_id, caller)
@@ -135,11 +169,7 @@ class Conversations:
         changes = _updates(body, MESSAGE_UPDATE_FIELDS, "message")
         _check_strings(changes, "response")
         _check_info(changes)
-        memory_id, doc = self._own_message(message_id, caller)
-        doc.update(changes)
-        doc["updated_time"] = iso_time(self._clock())
-        self._table().put_message(message_id, memory_id, _ns(doc["create_time"]), doc.get("parent_message_id"),
-                                  doc.get("trace_number"), doc, None)
+        self.finish_turn(message_id, changes, caller)
         return _update_response(MESSAGE_INDEX, message_id)
 
     def messages(self, memory_id: str, caller: Caller | None, query: Mapping[str, str]) -> dict[str, Any]:
@@ -187,10 +217,6 @@ class Conversations:
 def new_id() -> str:
     """A URL-safe random id of ml-commons' length (20 characters)."""
     return secrets.token_urlsafe(15)
-
-
-def _ns(iso: str) -> int:
-    return int(datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp() * 1e9)
 
 
 def _message(memory_id: str, message_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:

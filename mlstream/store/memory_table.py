@@ -59,12 +59,18 @@ class MemoryTable(ABC):
     # --- conversations ---------------------------------------------------------------------
 
     def put_conversation(self, memory_id: str, owner: str, created: int, updated: int, doc: dict[str, Any]) -> None:
-        """Keep a conversation (replacing its document and times when it exists)."""
-        p = self._prefix
+        """Keep a new conversation."""
         with self._transaction() as execute:
-            execute(f"INSERT INTO {p}memory_conversation (id, owner, created, updated, doc) VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT (id) DO UPDATE SET updated = excluded.updated, doc = excluded.doc",
-                    (memory_id, owner, created, updated, _text(doc)))
+            execute(f"INSERT INTO {self._prefix}memory_conversation (id, owner, created, updated, doc)"
+                    " VALUES (?, ?, ?, ?, ?)", (memory_id, owner, created, updated, _text(doc)))
+
+    def update_conversation(self, memory_id: str, updated: int, doc: dict[str, Any]) -> bool:
+        """A conversation's new document and updated time; False when it is gone."""
+        with self._transaction() as execute:
+            found = execute(f"SELECT 1 FROM {self._prefix}memory_conversation WHERE id = ?", (memory_id,))
+            execute(f"UPDATE {self._prefix}memory_conversation SET updated = ?, doc = ? WHERE id = ?",
+                    (updated, _text(doc), memory_id))
+        return bool(found)
 
     def conversation(self, memory_id: str) -> tuple[str, dict[str, Any]] | None:
         """Its owner and document, or None."""
@@ -91,17 +97,26 @@ class MemoryTable(ABC):
     # --- messages ---------------------------------------------------------------------------
 
     def put_message(self, message_id: str, memory_id: str, created: int, parent_id: str | None,
-                    trace_number: int | None, doc: dict[str, Any], conversation_doc: dict[str, Any] | None) -> None:
-        """Keep a message (replacing its document when it exists) and, given
-        ``conversation_doc``, its conversation's new document and updated time, together."""
+                    trace_number: int | None, doc: dict[str, Any], conversation_doc: dict[str, Any] | None) -> bool:
+        """Keep a new message and, given ``conversation_doc``, its conversation's new document
+        and updated time, together; False (nothing kept) when the conversation is gone."""
         p = self._prefix
         with self._transaction() as execute:
+            if not execute(f"SELECT 1 FROM {p}memory_conversation WHERE id = ?", (memory_id,)):
+                return False
             execute(f"INSERT INTO {p}memory_message (id, memory_id, created, parent_id, trace_number, doc)"
-                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET doc = excluded.doc",
-                    (message_id, memory_id, created, parent_id, trace_number, _text(doc)))
+                    " VALUES (?, ?, ?, ?, ?, ?)", (message_id, memory_id, created, parent_id, trace_number, _text(doc)))
             if conversation_doc is not None:
                 execute(f"UPDATE {p}memory_conversation SET updated = ?, doc = ? WHERE id = ?",
                         (created, _text(conversation_doc), memory_id))
+        return True
+
+    def update_message(self, message_id: str, doc: dict[str, Any]) -> bool:
+        """A message's new document; False when it is gone."""
+        with self._transaction() as execute:
+            found = execute(f"SELECT 1 FROM {self._prefix}memory_message WHERE id = ?", (message_id,))
+            execute(f"UPDATE {self._prefix}memory_message SET doc = ? WHERE id = ?", (_text(doc), message_id))
+        return bool(found)
 
     def message(self, message_id: str) -> tuple[str, dict[str, Any]] | None:
         """Its conversation's id and its document, or None."""

@@ -13,6 +13,7 @@ from mlstream.testing.fake_openai import FakeOpenAI, Scenario
 from tests.support.clients import Client, bearer, client_with
 
 AGENTS = "/_plugins/_ml/agents"
+MEMORY = "/_plugins/_ml/memory"
 MLS = "/_plugins/_mlstream"
 PROMPT_BODY = ('{ "model": "${parameters.model}", "messages": [ {"role": "user", '
                '"content": "${parameters.prompt}"} ] }')
@@ -181,3 +182,72 @@ def test_agent_types_not_run_here_are_a_400_and_a_bad_execute_body_too(setup: Se
     for body in ({"question": "q"}, [], {"parameters": "q"}):
         bad = setup.admin.call("POST", f"{AGENTS}/{flow_id}/_execute", body)
         assert bad.status == 400 and "parameters" in json.dumps(bad.body), bad.body
+
+
+def conversational_agent(model_id: str, **extra: Any) -> dict[str, Any]:
+    # RAG_with_conversational_flow_agent.md's shape, with a model tool only
+    return {"name": "population data analysis agent", "type": "conversational_flow", "app_type": "rag",
+            "memory": {"type": "conversation_index"},
+            "tools": [{"type": "MLModelTool", "name": "bedrock_claude_model",
+                       "parameters": {"model_id": model_id,
+                                      "prompt": "${parameters.chat_history:-}Human:${parameters.question}\n\n"
+                                                "Assistant:"}}], **extra}
+
+
+def test_a_conversational_flow_keeps_its_conversation_in_memory(setup: Setup) -> None:
+    model_id = setup.model("It is 8 million.")
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", conversational_agent(model_id))["agent_id"]
+    user = setup.key("analyst")
+    first = user.ok("POST", f"{AGENTS}/{agent_id}/_execute",
+                    {"parameters": {"question": "What's the population of New York City?"}})
+    output = first["inference_results"][0]["output"]
+    assert [tensor["name"] for tensor in output] == ["memory_id", "parent_message_id", "bedrock_claude_model"]
+    memory_id, parent_id = output[0]["result"], output[1]["result"]
+    assert output[2]["result"] == "It is 8 million."
+    assert user.ok("GET", f"{MEMORY}/{memory_id}")["name"] == "What's the population of New York City?"
+    messages = user.ok("GET", f"{MEMORY}/{memory_id}/messages")["messages"]
+    assert [(m["message_id"], m["input"], m["response"]) for m in messages] == [
+        (parent_id, "What's the population of New York City?", "It is 8 million.")]
+    traces = user.ok("GET", f"{MEMORY}/message/{parent_id}/traces")["traces"]
+    assert [(t["origin"], t["trace_number"], t["response"]) for t in traces] == [
+        ("bedrock_claude_model", 1, "It is 8 million.")]
+
+    second = user.ok("POST", f"{AGENTS}/{agent_id}/_execute",
+                     {"parameters": {"question": "And Seattle?", "memory_id": memory_id}})
+    assert second["inference_results"][0]["output"][0]["result"] == memory_id
+    prompt = chat_bodies(setup.fake)[-1]["messages"][0]["content"]
+    assert prompt == ("Below is Chat History between Human and AI which sorted by time with asc order:\n"
+                      "Human:What's the population of New York City?\nAssistant:It is 8 million.\n"
+                      "Human:And Seattle?\n\nAssistant:")
+    assert len(user.ok("GET", f"{MEMORY}/{memory_id}/messages")["messages"]) == 2
+    # the history is bounded by message_history_limit (the turn in flight counts, as in
+    # ml-commons: its root message is saved first), and traces can be left out
+    user.ok("POST", f"{AGENTS}/{agent_id}/_execute", {"parameters": {
+        "question": "Third?", "memory_id": memory_id, "message_history_limit": "2", "disable_trace": "true"}})
+    prompt = chat_bodies(setup.fake)[-1]["messages"][0]["content"]
+    assert "Human:And Seattle?" in prompt and "New York" not in prompt
+    third = user.ok("GET", f"{MEMORY}/{memory_id}/messages")["messages"][-1]
+    assert user.ok("GET", f"{MEMORY}/message/{third['message_id']}/traces")["traces"] == []
+    # another key's memory is not found, and nothing is asked of the model
+    other = setup.key("stranger")
+    calls = len(chat_bodies(setup.fake))
+    refused = other.call("POST", f"{AGENTS}/{agent_id}/_execute",
+                         {"parameters": {"question": "peek", "memory_id": memory_id}})
+    assert refused.status == 404 and refused.body["error"]["reason"] == f"Memory [{memory_id}] not found"
+    assert len(chat_bodies(setup.fake)) == calls
+
+
+def test_a_flow_agent_with_memory_keeps_its_outputs_on_the_turn(setup: Setup) -> None:
+    model_id = setup.model("flowed")
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register",
+                              {**flow_agent(model_id), "memory": {"type": "conversation_index"}})["agent_id"]
+    answer = setup.admin.ok("POST", f"{AGENTS}/{agent_id}/_execute", {"parameters": {"question": "q?"}})
+    assert answer["inference_results"][0]["output"] == [{"name": "response", "result": "flowed"}]
+    memories = setup.admin.ok("GET", MEMORY)["memories"]
+    assert [m["name"] for m in memories] == ["q?"]
+    turn = setup.admin.ok("GET", f"{MEMORY}/{memories[0]['memory_id']}/messages")["messages"][0]
+    assert turn["input"] == "q?" and turn["additional_info"] == {"MLModelTool.output": "flowed"}
+    bad = setup.admin.ok("POST", f"{AGENTS}/_register",
+                         {**flow_agent(model_id), "name": "remote", "memory": {"type": "remote_agentic_memory"}})
+    refused = setup.admin.call("POST", f"{AGENTS}/{bad['agent_id']}/_execute", {"parameters": {"question": "q"}})
+    assert refused.status == 400 and "remote_agentic_memory" in refused.body["error"]["reason"]

@@ -507,7 +507,10 @@ CALLING_ROUTES = [
 ]
 # The POST routes of role user that call no provider (each of the others is in the table).
 CALLING_NO_PROVIDER = {"/v1/messages/count_tokens", f"{ML}/models/_search", f"{ML}/model_groups/_search",
-                       f"{ML}/tasks/_search"}
+                       f"{ML}/tasks/_search", f"{ML}/memory", f"{ML}/memory/_search", f"{ML}/memory/{{memory_id}}/messages",
+                       f"{ML}/memory/{{memory_id}}/_search", f"{ML}/agents/_search"}
+# An agent's run calls its tools' models: its own test below (it needs an agent, not a model).
+CALLING_AGENTS = {f"{ML}/agents/{{agent_id}}/_execute"}
 # Batch job control: a job's submission and cancel reach the provider's batch API, not a
 # model, so they make no gen_ai span (their usage records say who made them).
 CALLING_UNTRACED = {f"{ML}/models/{{model_id}}/_batch_predict", f"{ML}/tasks/{{task_id}}/_cancel",
@@ -538,4 +541,28 @@ def test_the_table_of_calling_routes_has_every_route_that_may_call_a_provider(tr
     router = traced().app.router
     table = getattr(router, "routes", None) or router._routes
     calling = {route.template for route in table if route.method == "POST" and route.role == "user"}
-    assert calling - CALLING_NO_PROVIDER - CALLING_UNTRACED == {row[0] for row in CALLING_ROUTES}
+    assert calling - CALLING_NO_PROVIDER - CALLING_UNTRACED - CALLING_AGENTS == {row[0] for row in CALLING_ROUTES}
+
+
+def test_an_agents_tool_calls_are_spans_under_its_request(traced, collector, fake):
+    server = traced()
+    client = Client(server.url)
+    model_id = client.model_for(openai_connector(fake))
+    agent = {"name": "traced", "type": "flow", "tools": [
+        {"type": "MLModelTool", "name": "first", "parameters": {"model_id": model_id, "messages": json.dumps(
+            SEED_MESSAGES)}},
+        {"type": "MLModelTool", "name": "second", "parameters": {"model_id": model_id, "messages": json.dumps(
+            SEED_MESSAGES)}}]}
+    agent_id = client.ok("POST", f"{ML}/agents/_register", agent)["agent_id"]
+    response = raw_request(server.url, "POST", f"{ML}/agents/{agent_id}/_execute",
+                           json.dumps({"parameters": {"question": "q"}}).encode(), headers=traceparent())
+    assert response.status == 200, response.body
+    route = f"POST {ML}/agents/{{agent_id}}/_execute"
+    spans_of(collector, CALLER_TRACE, route, "chat gpt-3.5-turbo")
+
+    def both(stats: Any) -> bool:
+        return sum(1 for s in stats.spans if s.trace_id == CALLER_TRACE and s.name == "chat gpt-3.5-turbo") == 2
+    assert collector.stats.wait_for(both, HANG_GUARD)
+    request = next(s for s in collector.stats.spans if s.trace_id == CALLER_TRACE and s.name == route)
+    calls = [s for s in collector.stats.spans if s.trace_id == CALLER_TRACE and s.name == "chat gpt-3.5-turbo"]
+    assert all(call.parent_span_id == request.span_id and call.kind == "client" for call in calls)

@@ -42,14 +42,14 @@ def test_outputs_are_handed_on_escaped_filtered_and_named() -> None:
     out = run_flow(tools, {"question": "q"}, call_model)
     assert seen[1]["one.output"] == 'say \\"hi\\"'        # escaped for a JSON string
     assert seen[2]["two.output"] == '{\\"other\\":[1,2]}'  # no response field: the whole map
-    assert [t.to_doc() for t in out] == [{"name": "two", "result": '{"other":[1,2]}'},
+    assert [t.to_doc() for t in out.tensors] == [{"name": "two", "result": '{"other":[1,2]}'},
                                          {"name": "three.output", "result": "7"}]
 
 
 def test_one_tool_answers_a_response_tensor_and_its_response_field_is_chosen() -> None:
     out = run_flow([{"type": "MLModelTool", "parameters": {"model_id": "m", "response_field": "text"}}], {},
                    lambda model_id, parameters: {"text": "chosen", "response": "not this"})
-    assert [t.to_doc() for t in out] == [{"name": "response", "result": "chosen"}]
+    assert [t.to_doc() for t in out.tensors] == [{"name": "response", "result": "chosen"}]
 
 
 def test_an_agent_body_is_checked_and_its_parameters_kept_as_strings() -> None:

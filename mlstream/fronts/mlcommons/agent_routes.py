@@ -26,4 +26,5 @@ def add_agent_routes(router: Router, agents: Agents) -> None:
     router.add("DELETE", f"{BASE}/{{agent_id}}", lambda req: Reply(200, agents.delete(req.params["agent_id"])),
                "admin")
     router.add("POST", f"{BASE}/{{agent_id}}/_execute",
-               lambda req: Reply(200, agents.execute(req.params["agent_id"], req.body, req.caller)), "user")
+               lambda req: Reply(200, agents.execute(req.params["agent_id"], req.body, req.caller,
+                                                     req.meter.trace if req.meter is not None else None)), "user")
