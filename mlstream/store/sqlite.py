@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from ..errors import StoreError
 from ..usage.limits import take
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 # meta: the store's own bookkeeping (e.g. the master-key check value); controller: ml-commons'
 # model controllers (per-user rate limits), by model id; stopword_index, stopword_doc: the
 # stop-word indices of guardrails (``stopwords``); tenant: the teams keys belong to (``access.tenants``).
+_Side = TypeVar("_Side")
 KINDS = ("connector", "model", "task", "apikey", "meta", "model_group", "controller", "stopword_index",
          "stopword_doc", "tenant", "agent")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
@@ -217,10 +218,10 @@ class SQLiteStore(Store):
         self._counter_seen: tuple[bytes, int] | None = None
         # The usage tables (usage.db), opened by the first usage() call: their writes
         # must not move this file's data_version, the change counter every cache reads.
-        self._usage: SQLiteUsage | None = None
-        self._usage_lock = threading.Lock()  # guards _usage; opening the file runs under it, once
-        self._cache: SQLiteCache | None = None  # the response cache (cache.db), opened by cache()
-        self._memory: SQLiteMemory | None = None  # conversation memory (memory.db), opened by memory()
+        # The usage tables, the response cache and conversation memory, each in a file of its
+        # own, opened by usage(), cache() and memory(); guarded by the lock (opening runs under it).
+        self._side_files: dict[type, Any] = {}
+        self._usage_lock = threading.Lock()
         try:
             with _setup_lock(data_dir):
                 self._open()
@@ -405,36 +406,29 @@ class SQLiteStore(Store):
             except sqlite3.Error as exc:
                 raise StoreError(f"store operation failed: {exc}") from exc
 
-
     def usage(self) -> UsageTables:
-        with self._usage_lock:
-            if self._usage is None:
-                with _setup_lock(self.path.parent):  # its file switches to WAL once, as the store's
-                    self._usage = SQLiteUsage(self.path.parent, BUSY_TIMEOUT)
-            return self._usage
+        return self._side_file(SQLiteUsage)
 
     def cache(self) -> CacheTable:
-        with self._usage_lock:
-            if self._cache is None:
-                with _setup_lock(self.path.parent):
-                    self._cache = SQLiteCache(self.path.parent, BUSY_TIMEOUT)
-            return self._cache
+        return self._side_file(SQLiteCache)
 
     def memory(self) -> MemoryTable:
+        return self._side_file(SQLiteMemory)
+
+    def _side_file(self, kind: type[_Side]) -> _Side:
+        """A file of tables beside this one (usage.db, cache.db, memory.db), opened once on
+        first use: its file switches to WAL once, as the store's, under the set-up lock."""
         with self._usage_lock:
-            if self._memory is None:
+            opened = self._side_files.get(kind)
+            if opened is None:
                 with _setup_lock(self.path.parent):
-                    self._memory = SQLiteMemory(self.path.parent, BUSY_TIMEOUT)
-            return self._memory
+                    opened = self._side_files[kind] = kind(self.path.parent, BUSY_TIMEOUT)
+            return opened  # type: ignore[return-value]
 
     def close(self) -> None:
         with self._usage_lock:
-            if self._usage is not None:
-                self._usage.close()
-            if self._cache is not None:
-                self._cache.close()
-            if self._memory is not None:
-                self._memory.close()
+            for opened in self._side_files.values():
+                opened.close()
         with self._responses_lock:
             self._responses_db.close()
         with self._buckets_lock:

@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from ...memory.conversations import Conversations
 from ...server.routing import Reply, Request, Router
 
@@ -23,58 +25,29 @@ BASE = "/_plugins/_ml/memory"
 
 
 def add_memory_routes(router: Router, memories: Conversations) -> None:
-    def add(methods: tuple[str, ...], template: str):
-        def register(function):
-            for method in methods:
-                router.add(method, template, function, "user")
-            return function
-        return register
+    def message(req: Request) -> str:
+        return req.params["message_id"]
 
-    # The literal paths first: the router takes the first route that fits.
-    @add(("POST", "GET"), f"{BASE}/_search")
-    def search_memories(req: Request) -> Reply:
-        return Reply(200, memories.search(req.body, req.caller))
+    def memory(req: Request) -> str:
+        return req.params["memory_id"]
 
-    @add(("GET",), f"{BASE}/message/{{message_id}}/traces")
-    def traces(req: Request) -> Reply:
-        return Reply(200, memories.traces(req.params["message_id"], req.caller, req.query))
-
-    @add(("GET",), f"{BASE}/message/{{message_id}}")
-    def get_message(req: Request) -> Reply:
-        return Reply(200, memories.get_message(req.params["message_id"], req.caller))
-
-    @add(("PUT",), f"{BASE}/message/{{message_id}}")
-    def update_message(req: Request) -> Reply:
-        return Reply(200, memories.update_message(req.params["message_id"], req.body, req.caller))
-
-    @add(("POST",), BASE)
-    def create(req: Request) -> Reply:
-        return Reply(200, {"memory_id": memories.create(req.body, req.caller)})
-
-    @add(("GET",), BASE)
-    def list_memories(req: Request) -> Reply:
-        return Reply(200, memories.list(req.caller, req.query))
-
-    @add(("GET",), f"{BASE}/{{memory_id}}")
-    def get(req: Request) -> Reply:
-        return Reply(200, memories.get(req.params["memory_id"], req.caller))
-
-    @add(("PUT",), f"{BASE}/{{memory_id}}")
-    def update(req: Request) -> Reply:
-        return Reply(200, memories.update(req.params["memory_id"], req.body, req.caller))
-
-    @add(("DELETE",), f"{BASE}/{{memory_id}}")
-    def delete(req: Request) -> Reply:
-        return Reply(200, memories.delete(req.params["memory_id"], req.caller))
-
-    @add(("POST",), f"{BASE}/{{memory_id}}/messages")
-    def add_message(req: Request) -> Reply:
-        return Reply(200, {"message_id": memories.add_message(req.params["memory_id"], req.body, req.caller)})
-
-    @add(("GET",), f"{BASE}/{{memory_id}}/messages")
-    def messages(req: Request) -> Reply:
-        return Reply(200, memories.messages(req.params["memory_id"], req.caller, req.query))
-
-    @add(("POST", "GET"), f"{BASE}/{{memory_id}}/_search")
-    def search_messages(req: Request) -> Reply:
-        return Reply(200, memories.search_messages(req.params["memory_id"], req.body, req.caller))
+    # (methods, path, the answer): the literal paths first, the router takes the first that fits.
+    routes: list[tuple[tuple[str, ...], str, Callable[[Request], Any]]] = [
+        (("POST", "GET"), "/_search", lambda req: memories.search(req.body, req.caller)),
+        (("GET",), "/message/{message_id}/traces", lambda req: memories.traces(message(req), req.caller, req.query)),
+        (("GET",), "/message/{message_id}", lambda req: memories.get_message(message(req), req.caller)),
+        (("PUT",), "/message/{message_id}", lambda req: memories.update_message(message(req), req.body, req.caller)),
+        (("POST",), "", lambda req: {"memory_id": memories.create(req.body, req.caller)}),
+        (("GET",), "", lambda req: memories.list(req.caller, req.query)),
+        (("GET",), "/{memory_id}", lambda req: memories.get(memory(req), req.caller)),
+        (("PUT",), "/{memory_id}", lambda req: memories.update(memory(req), req.body, req.caller)),
+        (("DELETE",), "/{memory_id}", lambda req: memories.delete(memory(req), req.caller)),
+        (("POST",), "/{memory_id}/messages",
+         lambda req: {"message_id": memories.add_message(memory(req), req.body, req.caller)}),
+        (("GET",), "/{memory_id}/messages", lambda req: memories.messages(memory(req), req.caller, req.query)),
+        (("POST", "GET"), "/{memory_id}/_search", lambda req: memories.search_messages(memory(req), req.body,
+                                                                                       req.caller)),
+    ]
+    for methods, path, answer in routes:
+        for method in methods:
+            router.add(method, BASE + path, lambda req, answer=answer: Reply(200, answer(req)), "user")
