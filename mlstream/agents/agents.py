@@ -17,20 +17,26 @@ trace, the answer. Other types register as in ml-commons and are refused with a 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..access.keys import Caller
-from ..errors import BadRequest, NotFound, UpstreamError
+from ..access.policy import owner_of
+from ..errors import BadRequest, MLStreamError, NotFound, Overloaded, ShuttingDown, UpstreamError
 from ..inference.predict import Ask, Bound, Predictor
-from ..models.registry import AnyModel, new_id
+from ..models.registry import NODE_ID, AnyModel, new_id
 from ..models.search import INDEX_OF, run_search
 from ..store.sqlite import Record, Store
 from ..telemetry.hooks import RequestTrace
 from ..memory.conversations import Conversations
 from .flow import check_runnable, run_flow
 from .spec import checked_agent, checked_update
+
+log = logging.getLogger(__name__)
 
 EXECUTE_ROUTE = "/_plugins/_ml/agents/{agent_id}/_execute"
 RUNNABLE_TYPES = ("flow", "conversational_flow")
@@ -41,10 +47,26 @@ CHAT_HISTORY_HEAD = "Below is Chat History between Human and AI which sorted by 
 DEFAULT_HISTORY = 10  # ConversationIndexMemory.LAST_N_INTERACTIONS
 
 
+# Asynchronous runs (``?async=true``) waiting or running at most, and the workers running them.
+MAX_ASYNC = 64
+ASYNC_WORKERS = 4
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     memory_id: str
     parent_id: str  # the turn's root message
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """An agent's run, checked and with its turn saved, before any tool runs."""
+
+    agent: Mapping[str, Any]
+    kind: str
+    tools: list[Mapping[str, Any]]
+    parameters: dict[str, str]
+    turn: Turn | None
 
 
 class Agents:
@@ -52,6 +74,13 @@ class Agents:
                  memories: Conversations, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._memories = memories
+        # Threads start only when an asynchronous run first comes.
+        self._workers = ThreadPoolExecutor(max_workers=ASYNC_WORKERS, thread_name_prefix="mlstream-agent")
+        self._async_slots = threading.Semaphore(MAX_ASYNC)
+        self._closed = threading.Event()
+        # The tasks of runs not over (the task, whether its run started): close fails them.
+        self._active: dict[str, tuple[dict[str, Any], bool]] = {}
+        self._active_lock = threading.Lock()  # guards _active: a dict change under it
         self._predictor = predictor
         self._resolve = resolve  # a model by id, as the caller may use it (the registry's)
         self._clock = clock
@@ -83,8 +112,90 @@ class Agents:
     def search(self, body: Any) -> dict[str, Any]:
         return run_search("agent", [(record.id, record.doc) for record in self._store.scan("agent")], body)
 
+    def close(self) -> None:
+        """Every run not over ends as a FAILED task: one not started is dropped, one going on
+        is let finish but its answer is no longer kept (the store closes after this)."""
+        self._closed.set()
+        self._workers.shutdown(wait=False, cancel_futures=True)
+        with self._active_lock:
+            ended, self._active = self._active, {}
+        for task_id, (task, started) in ended.items():
+            when = "during" if started else "before"
+            self._end_task(task_id, task, "FAILED",
+                           {**task["response"], "error_message": f"the server stopped {when} the agent run"})
+
     def execute(self, agent_id: str, body: Any, caller: Caller | None,
                 trace: RequestTrace | None = None) -> dict[str, Any]:
+        run = self._prepared(agent_id, body, caller)
+        return {"inference_results": [{"output": self._run(run, caller, trace)}]}
+
+    def execute_async(self, agent_id: str, body: Any, caller: Caller | None) -> dict[str, Any]:
+        """``?async=true``: checked and its turn saved as for a run, then an
+        ``AGENT_EXECUTION`` task answered at once (``RUNNING``), the run on a worker of its
+        own; the task gets the answer, or the error, when it ends. Past ``MAX_ASYNC`` runs
+        waiting or running, a 429."""
+        if not self._async_slots.acquire(blocking=False):
+            raise Overloaded(f"{MAX_ASYNC} agent runs are waiting or running: try again later")
+        try:
+            run = self._prepared(agent_id, body, caller)
+            now = int(self._clock() * 1000)
+            started = {key: value for key, value in (
+                (MEMORY_ID, run.turn.memory_id if run.turn else None),
+                (PARENT_INTERACTION_ID, run.turn.parent_id if run.turn else None)) if value}
+            task_id = new_id()
+            task = {"task_type": "AGENT_EXECUTION", "function_name": "AGENT", "state": "RUNNING",
+                    "worker_node": [NODE_ID], "create_time": now, "last_update_time": now, "is_async": True,
+                    "response": started, **owner_of(caller).to_doc()}
+            if self._closed.is_set():
+                raise ShuttingDown("the server is shutting down: no agent run is started")
+            self._store.put("task", Record(task_id, task))
+            with self._active_lock:
+                self._active[task_id] = (task, False)
+            try:
+                self._workers.submit(self._run_task, task_id, task, run, caller)
+            except RuntimeError:  # closed since the check above
+                with self._active_lock:
+                    left = self._active.pop(task_id, None)
+                if left is not None:
+                    self._end_task(task_id, task, "FAILED", {**started, "error_message": "the server stopped "
+                                                             "before the agent run"})
+                raise ShuttingDown("the server is shutting down: no agent run is started") from None
+        except BaseException:
+            self._async_slots.release()
+            raise
+        return {"task_id": task_id, "status": "RUNNING", **({"response": started} if started else {})}
+
+    def _run_task(self, task_id: str, task: dict[str, Any], run: Run, caller: Caller | None) -> None:
+        with self._active_lock:
+            if task_id not in self._active:
+                self._async_slots.release()
+                return  # dropped by close
+            self._active[task_id] = (task, True)
+        try:
+            response = {**task["response"], "inference_results": [{"output": self._run(run, caller, None)}]}
+            state = "COMPLETED"
+        except MLStreamError as error:
+            response, state = {**task["response"], "error_message": error.reason}, "FAILED"
+        except Exception as error:  # noqa: BLE001 - a task must end, whatever its run did
+            log.exception("agent task [%s] failed", task_id)
+            response, state = {**task["response"], "error_message": type(error).__name__}, "FAILED"
+        finally:
+            self._async_slots.release()
+        with self._active_lock:
+            if self._active.pop(task_id, None) is None:
+                return  # ended by close
+        self._end_task(task_id, task, state, response)
+
+    def _end_task(self, task_id: str, task: dict[str, Any], state: str, response: dict[str, Any]) -> None:
+        try:
+            self._store.put("task", Record(task_id, {**task, "state": state, "response": response,
+                                                     "last_update_time": int(self._clock() * 1000)}))
+        except MLStreamError as error:  # the store closing under it: nothing else to do
+            log.warning("agent task [%s] could not be marked %s: %s", task_id, state, error.reason)
+
+    def _prepared(self, agent_id: str, body: Any, caller: Caller | None) -> Run:
+        """A run checked (the agent, its type, its tools, the body) and its turn saved:
+        nothing is asked of a model yet."""
         agent = self._record(agent_id).doc
         parameters = _parameters(body)
         kind = agent["type"].lower()
@@ -93,9 +204,15 @@ class Agents:
                              "agents only")
         tools = agent.get("tools") or []
         check_runnable(tools)
+        _history_limit(parameters)
         turn = self._turn(agent, parameters, caller)
+        return Run(agent, kind, tools, parameters, turn)
+
+    def _run(self, run: Run, caller: Caller | None, trace: RequestTrace | None) -> list[dict[str, Any]]:
+        """The run's answer tensors (its turn's memory kept up to date)."""
+        parameters, turn = run.parameters, run.turn
         on_step = None
-        conversing = kind == "conversational_flow" and turn is not None and agent.get("app_type") is not None
+        conversing = run.kind == "conversational_flow" and turn is not None and run.agent.get("app_type") is not None
         if conversing:
             assert turn is not None
             history = self._memories.history(turn.memory_id, caller, _history_limit(parameters))
@@ -105,7 +222,8 @@ class Agents:
                     f"Human:{m.get('input')}\nAssistant:{m['response']}\n" for m in said)
             if parameters.get("disable_trace", "").lower() != "true":
                 on_step = self._tracer(turn, parameters.get(QUESTION), caller)
-        result = run_flow(tools, parameters, self._call_model(caller, trace), on_step, conversational=kind != "flow")
+        result = run_flow(run.tools, parameters, self._call_model(caller, trace), on_step,
+                          conversational=run.kind != "flow")
         tensors = [tensor.to_doc() for tensor in result.tensors]
         if turn is not None:
             # The root message: a conversation's answer; a flow's outputs as its additional_info.
@@ -115,7 +233,7 @@ class Agents:
             if conversing:
                 tensors = [{"name": "memory_id", "result": turn.memory_id},
                            {"name": "parent_message_id", "result": turn.parent_id}, *tensors]
-        return {"inference_results": [{"output": tensors}]}
+        return tensors
 
     def _tracer(self, turn: Turn, question: str | None, caller: Caller | None) -> Callable[[str, str], None]:
         """Each tool's output a trace of the turn's root message, numbered from 1."""

@@ -264,6 +264,7 @@ class App:
             self.workers.close()
         self.reaper.stop()
         self.batch.close()
+        self.agents.close()  # before the predictor: a run still going ends as a failed task
         self.predictor.close()
         self.pool.shutdown()
         if self.watcher is not None:

@@ -44,7 +44,7 @@ def iso_time(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def owner_of(caller: Caller | None) -> str:
+def memory_owner(caller: Caller | None) -> str:
     return "-" if caller is None else f"{caller.tenant.name}/{caller.key.key_id}"
 
 
@@ -68,7 +68,7 @@ class Conversations:
         if caller is not None:
             doc["user"] = caller.key.name
         doc.update({key: fields[key] for key in ("application_type", "additional_info") if key in fields})
-        self._table().put_conversation(memory_id, owner_of(caller), now, now, doc)
+        self._table().put_conversation(memory_id, memory_owner(caller), now, now, doc)
         return memory_id
 
     def get(self, memory_id: str, caller: Caller | None) -> dict[str, Any]:
@@ -76,7 +76,7 @@ class Conversations:
 
     def list(self, caller: Caller | None, query: Mapping[str, str]) -> dict[str, Any]:
         start, size = _page(query)
-        rows = self._table().conversations(owner_of(caller), start, size + 1)
+        rows = self._table().conversations(memory_owner(caller), start, size + 1)
         return _paged("memories", [{"memory_id": memory_id, **doc} for memory_id, doc in rows], start, size)
 
     def update(self, memory_id: str, body: Any, caller: Caller | None) -> dict[str, Any]:
@@ -98,7 +98,7 @@ class Conversations:
         return {"success": True}
 
     def search(self, body: Any, caller: Caller | None) -> dict[str, Any]:
-        rows = self._table().conversations(owner_of(caller), 0, MAX_SEARCHED)
+        rows = self._table().conversations(memory_owner(caller), 0, MAX_SEARCHED)
         return run_search("memory", [(memory_id, {"memory_id": memory_id, **doc}) for memory_id, doc in rows], body)
 
     # --- messages ---------------------------------------------------------------------------
@@ -201,7 +201,7 @@ class Conversations:
 
     def _own(self, memory_id: str, caller: Caller | None) -> dict[str, Any]:
         found = self._table().conversation(memory_id)
-        if found is None or (found[0] != owner_of(caller) and caller is not None):
+        if found is None or (found[0] != memory_owner(caller) and caller is not None):
             raise NotFound(f"Memory [{memory_id}] not found")
         return found[1]
 
@@ -209,7 +209,7 @@ class Conversations:
         found = self._table().message(message_id)
         if found is not None:
             memory = self._table().conversation(found[0])
-            if memory is not None and (caller is None or memory[0] == owner_of(caller)):
+            if memory is not None and (caller is None or memory[0] == memory_owner(caller)):
                 return found
         raise NotFound(f"Message [{message_id}] not found")
 

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from mlstream.agents.agents import ASYNC_WORKERS
 from mlstream.testing.fake_openai import FakeOpenAI, Scenario
 from tests.support.clients import Client, bearer, client_with
+from tests.support.timeouts import HANG_GUARD, poll_until
 
 AGENTS = "/_plugins/_ml/agents"
 MEMORY = "/_plugins/_ml/memory"
@@ -30,12 +32,12 @@ class Setup:
         assert admin.status == 200, admin.body
         self.admin = client_with(server.url, bearer(admin.body["key"]))
 
-    def model(self, text: str, name: str = "llm") -> str:
+    def model(self, text: str, name: str = "llm", **scenario: Any) -> str:
         """A chat model whose ``_predict`` answers ``{"response": <the message's text>}``."""
         connector = {
             "name": "prompt chat", "protocol": "http", "version": 1,
             "parameters": {"endpoint": self.fake.url.removeprefix("http://"),
-                           "model": Scenario(chunks=2, text=text).to_model(),
+                           "model": Scenario(chunks=2, text=text, **scenario).to_model(),
                            "response_filter": "$.choices[0].message.content"},
             "credential": {"openAI_key": self.fake.api_key},
             "actions": [{"action_type": "predict", "method": "POST",
@@ -251,3 +253,48 @@ def test_a_flow_agent_with_memory_keeps_its_outputs_on_the_turn(setup: Setup) ->
                          {**flow_agent(model_id), "name": "remote", "memory": {"type": "remote_agentic_memory"}})
     refused = setup.admin.call("POST", f"{AGENTS}/{bad['agent_id']}/_execute", {"parameters": {"question": "q"}})
     assert refused.status == 400 and "remote_agentic_memory" in refused.body["error"]["reason"]
+
+
+def test_an_asynchronous_run_is_a_task_of_its_callers_that_gets_the_answer(setup: Setup) -> None:
+    model_id = setup.model("Paris is the capital")
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", conversational_agent(model_id))["agent_id"]
+    user = setup.key("async-user")
+    started = user.ok("POST", f"{AGENTS}/{agent_id}/_execute?async=true", {"parameters": {"question": "Capital?"}})
+    assert started["status"] == "RUNNING" and set(started["response"]) == {"memory_id", "parent_interaction_id"}
+    task_path = f"/_plugins/_ml/tasks/{started['task_id']}"
+    assert poll_until(lambda: user.ok("GET", task_path)["state"] != "RUNNING", HANG_GUARD)
+    task = user.ok("GET", task_path)
+    assert task["state"] == "COMPLETED" and task["task_type"] == "AGENT_EXECUTION" and task["is_async"] is True
+    output = task["response"]["inference_results"][0]["output"]
+    assert output[-1] == {"name": "bedrock_claude_model", "result": "Paris is the capital"}
+    assert task["response"]["memory_id"] == started["response"]["memory_id"] == output[0]["result"]
+    # the task is its creator's: another key finds nothing
+    assert setup.key("other-async").call("GET", task_path).status == 404
+    # a run that fails ends as a FAILED task with the reason
+    denied = setup.key("narrow", models=["nothing"])
+    failing = denied.ok("POST", f"{AGENTS}/{agent_id}/_execute?async=true", {"parameters": {"question": "q"}})
+    failed_path = f"/_plugins/_ml/tasks/{failing['task_id']}"
+    assert poll_until(lambda: denied.ok("GET", failed_path)["state"] != "RUNNING", HANG_GUARD)
+    failed = denied.ok("GET", failed_path)
+    assert failed["state"] == "FAILED" and "privilege" in failed["response"]["error_message"]
+    # what a run checks before it starts is answered at once
+    refused = user.call("POST", f"{AGENTS}/{agent_id}/_execute?async=true", {"question": "q"})
+    assert refused.status == 400
+
+
+def test_runs_not_over_when_the_server_stops_end_as_failed_tasks(make_server, fake) -> None:
+    server = make_server()
+    setup = Setup(server, fake)
+    model_id = setup.model("late", first_delay_ms=3000)
+    agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", flow_agent(model_id))["agent_id"]
+    tasks = [setup.admin.ok("POST", f"{AGENTS}/{agent_id}/_execute?async=true", {"parameters": {"question": "q"}})
+             ["task_id"] for _ in range(ASYNC_WORKERS + 2)]
+    assert poll_until(lambda: len(chat_bodies(fake)) >= ASYNC_WORKERS, HANG_GUARD)  # 4 runs going, 2 waiting
+    admin_key = setup.admin.http.headers["Authorization"]
+    server.stop(drain_timeout=0)
+    again = client_with(make_server().url, {"Authorization": admin_key})
+    ends = [again.ok("GET", f"/_plugins/_ml/tasks/{task_id}") for task_id in tasks]
+    assert [task["state"] for task in ends] == ["FAILED"] * len(tasks)
+    reasons = sorted(task["response"]["error_message"] for task in ends)
+    assert reasons == ["the server stopped before the agent run"] * 2 + \
+        ["the server stopped during the agent run"] * ASYNC_WORKERS

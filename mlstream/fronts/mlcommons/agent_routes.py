@@ -5,7 +5,8 @@
     GET    /_plugins/_ml/agents/<agent_id>       the agent (any key)
     PUT    /_plugins/_ml/agents/<agent_id>       change it (admin)
     DELETE /_plugins/_ml/agents/<agent_id>       delete it (admin)
-    POST   /_plugins/_ml/agents/<agent_id>/_execute   run it: {"parameters": {...}} (any key)
+    POST   /_plugins/_ml/agents/<agent_id>/_execute   run it: {"parameters": {...}} (any key);
+                                                      ?async=true: a task of the run
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ def add_agent_routes(router: Router, agents: Agents) -> None:
                "admin")
     router.add("DELETE", f"{BASE}/{{agent_id}}", lambda req: Reply(200, agents.delete(req.params["agent_id"])),
                "admin")
-    router.add("POST", f"{BASE}/{{agent_id}}/_execute",
-               lambda req: Reply(200, agents.execute(req.params["agent_id"], req.body, req.caller,
-                                                     req.meter.trace if req.meter is not None else None)), "user")
+    def execute(req: Request) -> Reply:
+        agent_id = req.params["agent_id"]
+        if req.flag("async"):
+            return Reply(200, agents.execute_async(agent_id, req.body, req.caller))
+        return Reply(200, agents.execute(agent_id, req.body, req.caller,
+                                         req.meter.trace if req.meter is not None else None))
+
+    router.add("POST", f"{BASE}/{{agent_id}}/_execute", execute, "user")
