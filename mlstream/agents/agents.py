@@ -222,7 +222,7 @@ class Agents:
                     f"Human:{m.get('input')}\nAssistant:{m['response']}\n" for m in said)
             if parameters.get("disable_trace", "").lower() != "true":
                 on_step = self._tracer(turn, parameters.get(QUESTION), caller)
-        result = run_flow(run.tools, parameters, self._call_model(caller, trace), on_step,
+        result = run_flow(run.tools, parameters, self.model_caller(caller, trace), on_step,
                           conversational=run.kind != "flow")
         tensors = [tensor.to_doc() for tensor in result.tensors]
         if turn is not None:
@@ -259,8 +259,8 @@ class Agents:
         parameters[MEMORY_ID], parameters[PARENT_INTERACTION_ID] = memory_id, parent_id
         return Turn(memory_id, parent_id)
 
-    def _call_model(self, caller: Caller | None,
-                    trace: RequestTrace | None) -> Callable[[str, dict[str, str]], Mapping[str, Any]]:
+    def model_caller(self, caller: Caller | None,
+                     trace: RequestTrace | None = None) -> Callable[[str, dict[str, str]], Mapping[str, Any]]:
         """``MLModelTool``'s model call as the caller; the first of a run takes its rpm place."""
         calls = 0
 

@@ -106,7 +106,7 @@ def run_flow(tools: list[Mapping[str, Any]], request: Mapping[str, str], call_mo
     filtered = ""
     for index, spec in enumerate(tools):
         executed = tool_parameters(params, spec)
-        output = _run_tool(spec, executed, call_model)
+        output = run_tool(spec, executed, call_model)
         name = tool_name(spec)
         filtered = _filtered(executed, output)
         params[f"{name}.output"] = escape_json_text(filtered)
@@ -123,8 +123,9 @@ def run_flow(tools: list[Mapping[str, Any]], request: Mapping[str, str], call_mo
     return FlowResult(tensors, outputs, filtered)
 
 
-def _run_tool(spec: Mapping[str, Any], parameters: dict[str, str], call_model: CallModel) -> Any:
-    """``MLModelTool.run``: the model's answer's response field, or the whole map as JSON."""
+def run_tool(spec: Mapping[str, Any], parameters: dict[str, str], call_model: CallModel) -> Any:
+    """``MLModelTool.run``: the model's answer's response field, or the whole map as JSON
+    (a flow's step, or an MCP server's ``tools/call``)."""
     data = call_model(parameters["model_id"], parameters)
     field = parameters.get("response_field", DEFAULT_RESPONSE_FIELD)
     if field in data:

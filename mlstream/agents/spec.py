@@ -71,13 +71,13 @@ def _check_common(doc: dict[str, Any]) -> None:
         if field in doc and not isinstance(doc[field], str):
             raise BadRequest(f"[{field}] must be a string")
     if "parameters" in doc:
-        doc["parameters"] = _string_map(doc["parameters"], "parameters")
+        doc["parameters"] = string_map(doc["parameters"], "parameters")
     llm = doc.get("llm")
     if llm is not None:
         if not isinstance(llm, dict) or not isinstance(llm.get("model_id"), str) or not llm["model_id"]:
             raise BadRequest("[llm] must be an object with a [model_id]")
         if "parameters" in llm:
-            llm["parameters"] = _string_map(llm["parameters"], "llm.parameters")
+            llm["parameters"] = string_map(llm["parameters"], "llm.parameters")
     memory = doc.get("memory")
     if memory is not None and (not isinstance(memory, dict) or not isinstance(memory.get("type"), str)):
         raise BadRequest('[memory] must be an object with a [type], such as {"type": "conversation_index"}')
@@ -107,7 +107,7 @@ def _checked_tool(tool: Any) -> dict[str, Any]:
             raise BadRequest(f"a tool's [{field}] must be a string")
     for field in ("parameters", "config"):
         if field in checked:
-            checked[field] = _string_map(checked[field], f"{tool['type']}.{field}")
+            checked[field] = string_map(checked[field], f"{tool['type']}.{field}")
     if "attributes" in checked and not isinstance(checked["attributes"], dict):
         raise BadRequest(f"[{tool['type']}.attributes] must be an object")
     include = checked.get("include_output_in_agent_response", False)
@@ -117,7 +117,7 @@ def _checked_tool(tool: Any) -> dict[str, Any]:
     return checked
 
 
-def _string_map(value: Any, field: str) -> dict[str, str]:
+def string_map(value: Any, field: str) -> dict[str, str]:
     """A map of strings, as ml-commons keeps parameters (other values as their JSON text)."""
     if not isinstance(value, dict):
         raise BadRequest(f"[{field}] must be an object")

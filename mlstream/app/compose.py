@@ -64,6 +64,8 @@ from ..fronts.anthropic.routes import add_anthropic_routes
 from ..fronts.mlcommons.usage_routes import add_usage_routes
 from ..fronts.mlcommons.memory_routes import add_memory_routes
 from ..fronts.mlcommons.agent_routes import add_agent_routes
+from ..fronts.mlcommons.mcp_routes import add_mcp_routes
+from ..agents.mcp_server import McpServer
 from ..agents.agents import Agents
 from ..memory.conversations import Conversations
 from ..inference.cache import ResponseCache
@@ -192,6 +194,8 @@ class App:
         add_memory_routes(self.router, self.memories)
         self.agents = Agents(self.store, self.predictor, self.registry.resolve, self.memories)
         add_agent_routes(self.router, self.agents)
+        self.mcp = McpServer(self.store, self.agents, self.may_use_model)
+        add_mcp_routes(self.router, self.mcp)
         add_anthropic_routes(self.router, self.registry, self.predictor)
         self.responses_kept = ResponseKeeper(self.store, shared=shared)  # the Responses front's, off its streams
         add_responses_routes(self.router, self.registry, self.predictor, self.responses_kept,
@@ -219,6 +223,11 @@ class App:
             raise BadRequest(f"model [{model_id}] answered {len(vectors)} embeddings for one text: "
                              "is it an embedding model?")
         return vectors[0]
+
+    def may_use_model(self, model_id: str, caller: Caller | None) -> bool:
+        """Whether ``caller`` may call a model, nothing deployed (what every listing shows)."""
+        record = self.store.get("model", model_id)
+        return record is not None and bool(self.registry.usable_models(caller, [(record.id, record.doc)]))
 
     def ask_guardrail_model(self, model_id: str, parameters: dict) -> object:
         """A model guardrail's question to its model (ml-commons: an MLPredictionTaskRequest

@@ -137,8 +137,9 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (9, tuple(sql for _, sql in POSTGRES_SEMANTIC)),
     # Conversation memory (store.memory_table): no trigger, a message is no cached state.
     (10, tuple(MEMORY_SCHEMA)),
-    # Agents (agents.agents): records, announced like the others.
-    (11, tuple(_records_table("agent"))),
+    # Agents (agents.agents) and the MCP server's tools (agents.mcp_server): records,
+    # announced like the others.
+    (11, (*_records_table("agent"), *_records_table("mcp_tool"))),
 )
 
 # One statement, atomic under the row's lock: refill for the time since the last take (the

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 # stop-word indices of guardrails (``stopwords``); tenant: the teams keys belong to (``access.tenants``).
 _Side = TypeVar("_Side")
 KINDS = ("connector", "model", "task", "apikey", "meta", "model_group", "controller", "stopword_index",
-         "stopword_doc", "tenant", "agent")
+         "stopword_doc", "tenant", "agent", "mcp_tool")
 # How long a write waits for another process's write lock (``mlstream keys`` beside a server).
 BUSY_TIMEOUT = 10.0
 # Taken (flock, exclusive) by every process while it opens and migrates a data

@@ -509,8 +509,9 @@ CALLING_ROUTES = [
 CALLING_NO_PROVIDER = {"/v1/messages/count_tokens", f"{ML}/models/_search", f"{ML}/model_groups/_search",
                        f"{ML}/tasks/_search", f"{ML}/memory", f"{ML}/memory/_search", f"{ML}/memory/{{memory_id}}/messages",
                        f"{ML}/memory/{{memory_id}}/_search", f"{ML}/agents/_search"}
-# An agent's run calls its tools' models: its own test below (it needs an agent, not a model).
-CALLING_AGENTS = {f"{ML}/agents/{{agent_id}}/_execute"}
+# An agent's run, and an MCP server's tools/call, call their tools' models through the same
+# code: the agent's own test below (it needs an agent, not a model).
+CALLING_AGENTS = {f"{ML}/agents/{{agent_id}}/_execute", f"{ML}/mcp"}
 # Batch job control: a job's submission and cancel reach the provider's batch API, not a
 # model, so they make no gen_ai span (their usage records say who made them).
 CALLING_UNTRACED = {f"{ML}/models/{{model_id}}/_batch_predict", f"{ML}/tasks/{{task_id}}/_cancel",

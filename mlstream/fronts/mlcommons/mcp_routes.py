@@ -1,0 +1,32 @@
+"""ml-commons' MCP server (``agents.mcp_server``):
+
+    POST /_plugins/_ml/mcp                    a JSON-RPC message (stateless streamable HTTP): its
+                                              answer as JSON, or 202 for a notification (any key)
+    GET  /_plugins/_ml/mcp                    405: this server opens no event stream
+    POST /_plugins/_ml/mcp/tools/_register    {"tools": [...]} (admin)
+    POST /_plugins/_ml/mcp/tools/_update      {"tools": [...]} (admin)
+    POST /_plugins/_ml/mcp/tools/_remove      ["name", ...] (admin)
+    GET  /_plugins/_ml/mcp/tools/_list        the tools registered (admin)
+"""
+
+from __future__ import annotations
+
+from ...agents.mcp_server import McpServer
+from ...server.routing import Reply, Request, Router
+
+BASE = "/_plugins/_ml/mcp"
+JSON = "application/json"
+
+
+def add_mcp_routes(router: Router, server: McpServer) -> None:
+    def message(req: Request) -> Reply:
+        answer = server.handle(req.body or b"", req.caller, req.meter.trace if req.meter is not None else None)
+        return Reply(202, b"", content_type=JSON, filterable=False) if answer is None else \
+            Reply(200, answer, filterable=False)
+
+    router.add("POST", BASE, message, "user", raw_body=True)
+    router.add("GET", BASE, lambda req: Reply(405, b"", content_type=JSON, filterable=False), "user")
+    router.add("POST", f"{BASE}/tools/_register", lambda req: Reply(200, server.register(req.body)), "admin")
+    router.add("POST", f"{BASE}/tools/_update", lambda req: Reply(200, server.update(req.body)), "admin")
+    router.add("POST", f"{BASE}/tools/_remove", lambda req: Reply(200, server.remove(req.body)), "admin")
+    router.add("GET", f"{BASE}/tools/_list", lambda req: Reply(200, server.list()), "admin")
