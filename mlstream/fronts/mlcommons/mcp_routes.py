@@ -2,7 +2,7 @@
 
     POST /_plugins/_ml/mcp                    a JSON-RPC message (stateless streamable HTTP): its
                                               answer as JSON, or 202 for a notification (any key)
-    GET  /_plugins/_ml/mcp                    405: this server opens no event stream
+    GET  /_plugins/_ml/mcp                    405 (OpenSearch's error body): it opens no event stream
     POST /_plugins/_ml/mcp/tools/_register    {"tools": [...]} (admin)
     POST /_plugins/_ml/mcp/tools/_update      {"tools": [...]} (admin)
     POST /_plugins/_ml/mcp/tools/_remove      ["name", ...] (admin)
@@ -12,20 +12,25 @@
 from __future__ import annotations
 
 from ...agents.mcp_server import McpServer
+from ...errors import MethodNotAllowed
 from ...server.routing import Reply, Request, Router
 
 BASE = "/_plugins/_ml/mcp"
-JSON = "application/json"
 
 
 def add_mcp_routes(router: Router, server: McpServer) -> None:
     def message(req: Request) -> Reply:
         answer = server.handle(req.body or b"", req.caller, req.meter.trace if req.meter is not None else None)
-        return Reply(202, b"", content_type=JSON, filterable=False) if answer is None else \
+        # A notification: 202 with no body (so no JSON content type), as ml-commons answers it.
+        return Reply(202, b"", content_type="text/plain; charset=UTF-8", filterable=False) if answer is None else \
             Reply(200, answer, filterable=False)
 
     router.add("POST", BASE, message, "user", raw_body=True)
-    router.add("GET", BASE, lambda req: Reply(405, b"", content_type=JSON, filterable=False), "user")
+    def no_stream(req: Request) -> Reply:
+        raise MethodNotAllowed("this MCP server is stateless: it opens no event stream, POST JSON-RPC messages",
+                               headers={"Allow": "POST"})
+
+    router.add("GET", BASE, no_stream, "user")
     router.add("POST", f"{BASE}/tools/_register", lambda req: Reply(200, server.register(req.body)), "admin")
     router.add("POST", f"{BASE}/tools/_update", lambda req: Reply(200, server.update(req.body)), "admin")
     router.add("POST", f"{BASE}/tools/_remove", lambda req: Reply(200, server.remove(req.body)), "admin")
