@@ -52,6 +52,7 @@ from ..store.sqlite import Store
 from ..usage.limits import RateLimiter
 from ..store.open import is_postgres, open_store
 from .. import telemetry
+from ..telemetry.hooks import RequestTrace
 from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..streaming.watcher import Watcher, available as watching_available
@@ -207,18 +208,19 @@ class App:
         self.draining = threading.Event()
         self.batch.start()  # batch jobs still running when the server last stopped are polled again
 
-    def embed_for_cache(self, model_id: str, text: str, caller: Caller | None) -> list[float]:
+    def embed_for_cache(self, model_id: str, text: str, caller: Caller | None,
+                        trace: RequestTrace | None = None) -> list[float]:
         """A semantic cache's embedding of a request's conversation: one call of the
         embedding model as the caller (its access, tpm and budget; not its rpm: the request it
         is made for took its place), recorded in its usage under the route
-        ``response-cache/embedding``."""
+        ``response-cache/embedding``; its provider call a span under the request's."""
         def bind(target: object) -> Bound:
             def run(prepared: object) -> list[list[float]]:
                 return embedding_vectors(self.predictor.predict(prepared).body)  # type: ignore[arg-type]
             return Bound(Ask({}, processing.TextDocs((text,))), run=run)
 
         vectors = self.predictor.call_recorded(self.registry.resolve(model_id, caller), bind, caller,
-                                               route=EMBEDDING_ROUTE)
+                                               route=EMBEDDING_ROUTE, trace=trace)
         if len(vectors) != 1:
             raise BadRequest(f"model [{model_id}] answered {len(vectors)} embeddings for one text: "
                              "is it an embedding model?")

@@ -56,8 +56,9 @@ MAX_ROUNDS = 3
 Pieces = list[tuple[str, Any]]
 # ("d", text or a tool call), ("r", reasoning), ("c", a provider chunk relayed as it came).
 PIECE_ITEMS: dict[str, Callable[[Any], StreamItem]] = {"d": Delta, "r": Reasoning, "c": Chunk}
-# (embedding model id, text, caller) -> the text's embedding, called as the caller.
-Embed = Callable[[str, str, Any], list[float]]
+# (embedding model id, text, caller, the request's trace) -> the text's embedding, called as
+# the caller, its provider call a span under the request's.
+Embed = Callable[[str, str, Any, Any], list[float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +206,7 @@ class ResponseCache:
                 break
         return None, Flight(None)
 
-    def match(self, plan: Plan, flight: Flight, stream: bool) -> CacheHit | None:
+    def match(self, plan: Plan, flight: Flight, stream: bool, trace: Any = None) -> CacheHit | None:
         """After an exact miss, once the call is admitted (an embedding is a call of the
         caller's: a request refused by its limits makes none): the request's conversation
         embedded, kept on ``flight`` to be stored with the answer, and the most similar entry
@@ -214,7 +215,7 @@ class ResponseCache:
         an exact hit, and the flight lands with it."""
         if plan.semantic is None:
             return None
-        flight.vector = self._embedded(plan)
+        flight.vector = self._embedded(plan, trace)
         if not plan.lookup:
             return None  # a refresh: its answer is stored with its vector
         hit = self._similar(plan, flight.vector, stream)
@@ -223,13 +224,13 @@ class ResponseCache:
             self.land(plan, flight, hit.entry)
         return hit
 
-    def _embedded(self, plan: Plan) -> bytes | None:
+    def _embedded(self, plan: Plan, trace: Any) -> bytes | None:
         """The request's conversation embedded (None: not a semantic request, or it failed)."""
         semantic = plan.semantic
         if semantic is None or self._embed is None:
             return None
         try:
-            return vector_bytes(self._embed(semantic.embedding_model, semantic.text, plan.caller))
+            return vector_bytes(self._embed(semantic.embedding_model, semantic.text, plan.caller, trace))
         except Exception as error:  # noqa: BLE001 - the cache is a help: the call goes on without it
             reason = error.reason if isinstance(error, MLStreamError) else type(error).__name__
             log.warning("response cache: embedding a request through model [%s] failed (%s): no semantic "

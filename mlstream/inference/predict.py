@@ -171,7 +171,7 @@ class Predictor:
             return Prepared(model, dialect, tuple(calls), stream, meter, plan, hit)
         try:
             prepared = self._admitted(model, calls, dialect, stream, meter)
-            hit = self._cache.match(plan, flight, stream)  # type: ignore[union-attr]
+            hit = self._cache.match(plan, flight, stream, meter.trace)  # type: ignore[union-attr]
         except BaseException:
             self._cache.land(plan, flight, None)  # type: ignore[union-attr]
             raise

@@ -567,3 +567,23 @@ def test_an_agents_tool_calls_are_spans_under_its_request(traced, collector, fak
     request = next(s for s in collector.stats.spans if s.trace_id == CALLER_TRACE and s.name == route)
     calls = [s for s in collector.stats.spans if s.trace_id == CALLER_TRACE and s.name == "chat gpt-3.5-turbo"]
     assert all(call.parent_span_id == request.span_id and call.kind == "client" for call in calls)
+
+
+def test_a_semantic_caches_embedding_is_a_span_under_its_request(traced, collector, fake):
+    server = traced()
+    client = Client(server.url)
+    embedding = openai_embedding_connector(fake)
+    embedding["parameters"]["model"] = "bag-of-words-1"
+    embedder = client.model_for(embedding)
+    chat = client.ok("POST", "/_plugins/_ml/models/_register?deploy=true", {
+        "name": "semantic", "function_name": "remote", "connector": openai_connector(fake),
+        "cache": {"mode": "semantic", "embedding_model": embedder}})["model_id"]
+    body = {"model": chat, "messages": USER_TURN}
+    response = raw_request(server.url, "POST", "/v1/chat/completions", json.dumps(body).encode(),
+                           headers=traceparent())
+    assert response.status == 200, response.body
+    spans = spans_of(collector, CALLER_TRACE, "POST /v1/chat/completions", "embeddings bag-of-words-1",
+                     "chat gpt-3.5-turbo")
+    request = spans["POST /v1/chat/completions"]
+    assert spans["embeddings bag-of-words-1"].parent_span_id == request.span_id
+    assert spans["chat gpt-3.5-turbo"].parent_span_id == request.span_id

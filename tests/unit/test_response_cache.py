@@ -411,7 +411,7 @@ def consulted(cache: ResponseCache, plan: Any) -> tuple[Any, Any]:
 def test_a_paraphrase_is_served_by_meaning_and_kept_for_an_exact_hit_next_time() -> None:
     embedded: list[str] = []
 
-    def embed(model_id: str, text: str, caller: Any) -> list[float]:
+    def embed(model_id: str, text: str, caller: Any, trace: Any) -> list[float]:
         assert model_id == "embedder"
         embedded.append(text)
         return words_vector(text)
@@ -448,7 +448,7 @@ def test_a_paraphrase_is_served_by_meaning_and_kept_for_an_exact_hit_next_time()
 
 
 def test_an_embedding_that_fails_leaves_the_call_uncached_by_meaning_only() -> None:
-    def embed(model_id: str, text: str, caller: Any) -> list[float]:
+    def embed(model_id: str, text: str, caller: Any, trace: Any) -> list[float]:
         raise UpstreamError("the embedding model is down")
 
     metrics = Metrics(StubPool())
