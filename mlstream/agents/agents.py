@@ -20,8 +20,9 @@ import json
 import logging
 import threading
 import time
+from functools import partial
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..access.keys import Caller
@@ -33,7 +34,8 @@ from ..models.search import INDEX_OF, run_search
 from ..store.sqlite import Record, Store
 from ..telemetry.hooks import RequestTrace
 from ..memory.conversations import Conversations
-from .flow import check_runnable, run_flow
+from .flow import MCP_TOOL, check_runnable, run_flow, tool_name
+from .mcp_connectors import McpConnectors
 from .spec import checked_agent, checked_update
 
 log = logging.getLogger(__name__)
@@ -67,12 +69,15 @@ class Run:
     tools: list[Mapping[str, Any]]
     parameters: dict[str, str]
     turn: Turn | None
+    mcp: Mapping[str, Any] = field(default_factory=dict)  # an MCP tool's name -> its connector
 
 
 class Agents:
     def __init__(self, store: Store, predictor: Predictor, resolve: Callable[[str, Caller | None], AnyModel],
-                 memories: Conversations, clock: Callable[[], float] = time.time) -> None:
+                 memories: Conversations, mcp: McpConnectors | None = None, clock: Callable[[], float] = time.time
+                 ) -> None:
         self._store = store
+        self._mcp = mcp  # MCP connectors' tools; None: none served
         self._memories = memories
         # Threads start only when an asynchronous run first comes.
         self._workers = ThreadPoolExecutor(max_workers=ASYNC_WORKERS, thread_name_prefix="mlstream-agent")
@@ -205,8 +210,24 @@ class Agents:
         tools = agent.get("tools") or []
         check_runnable(tools)
         _history_limit(parameters)
+        mcp = self._mcp_tools(agent, tools)
         turn = self._turn(agent, parameters, caller)
-        return Run(agent, kind, tools, parameters, turn)
+        return Run(agent, kind, tools, parameters, turn, mcp)
+
+    def _mcp_tools(self, agent: Mapping[str, Any], tools: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+        """The connector of each MCP tool the agent names, from its ``mcp_connectors`` (an
+        MCP tool no connector lists is a 400 before anything runs, as in ml-commons)."""
+        wanted = [tool_name(tool) for tool in tools if tool["type"] == MCP_TOOL]
+        if not wanted:
+            return {}
+        if self._mcp is None:
+            raise BadRequest("MCP tools are not served here")
+        served = self._mcp.resolve(agent.get("parameters") or {})
+        for name in wanted:
+            if name not in served:
+                raise BadRequest(f"MCP tool [{name}] configured in agent is not available in the MCP connector(s). "
+                                 "Check connector configuration or MCP server logs.")
+        return served
 
     def _run(self, run: Run, caller: Caller | None, trace: RequestTrace | None) -> list[dict[str, Any]]:
         """The run's answer tensors (its turn's memory kept up to date)."""
@@ -222,8 +243,9 @@ class Agents:
                     f"Human:{m.get('input')}\nAssistant:{m['response']}\n" for m in said)
             if parameters.get("disable_trace", "").lower() != "true":
                 on_step = self._tracer(turn, parameters.get(QUESTION), caller)
+        call_mcp = None if self._mcp is None else partial(self._mcp.call, run.mcp)
         result = run_flow(run.tools, parameters, self.model_caller(caller, trace), on_step,
-                          conversational=run.kind != "flow")
+                          conversational=run.kind != "flow", call_mcp=call_mcp)
         tensors = [tensor.to_doc() for tensor in result.tensors]
         if turn is not None:
             # The root message: a conversation's answer; a flow's outputs as its additional_info.

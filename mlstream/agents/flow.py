@@ -23,8 +23,10 @@ from typing import Any, Callable, Mapping
 from ..errors import BadRequest
 from ..processing.escaping import escape_json_text
 from ..wire.jsonpath import JsonPathError, PathNotFound, compile_path
+from ..wire.templating import render
 
-SERVED_TOOLS = ("MLModelTool",)
+SERVED_TOOLS = ("MLModelTool", "McpStreamableHttpTool")
+MCP_TOOL = "McpStreamableHttpTool"
 # ml-commons' tools that read or write an index: mlstream has none to give them.
 INDEX_TOOLS = frozenset({"SearchIndexTool", "VectorDBTool", "NeuralSparseSearchTool", "RAGTool", "IndexMappingTool",
                          "ListIndexTool", "AgenticSearchTool", "QueryPlanningTool", "PPLTool", "SearchAlertsTool",
@@ -35,6 +37,8 @@ OUTPUT_FILTER = "output_filter"
 DEFAULT_RESPONSE_FIELD = "response"
 # (model id, parameters) -> the model's first output tensor's dataAsMap
 CallModel = Callable[[str, dict[str, str]], Mapping[str, Any]]
+# (an MCP tool's name, its arguments) -> its result's content list
+CallMcp = Callable[[str, dict[str, Any]], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +99,8 @@ OnStep = Callable[[str, str], None]
 
 
 def run_flow(tools: list[Mapping[str, Any]], request: Mapping[str, str], call_model: CallModel,
-             on_step: OnStep | None = None, *, conversational: bool = False) -> FlowResult:
+             on_step: OnStep | None = None, *, conversational: bool = False,
+             call_mcp: CallMcp | None = None) -> FlowResult:
     """The flow's answer (``check_runnable`` first): a flow agent's one tool's output as a
     ``response`` tensor; several tools' (and a conversational flow's, however many) named
     as ``MLFlowAgentRunner`` and ``MLConversationalFlowAgentRunner`` name them."""
@@ -106,7 +111,7 @@ def run_flow(tools: list[Mapping[str, Any]], request: Mapping[str, str], call_mo
     filtered = ""
     for index, spec in enumerate(tools):
         executed = tool_parameters(params, spec)
-        output = run_tool(spec, executed, call_model)
+        output = run_tool(spec, executed, call_model, call_mcp)
         name = tool_name(spec)
         filtered = _filtered(executed, output)
         params[f"{name}.output"] = escape_json_text(filtered)
@@ -123,14 +128,35 @@ def run_flow(tools: list[Mapping[str, Any]], request: Mapping[str, str], call_mo
     return FlowResult(tensors, outputs, filtered)
 
 
-def run_tool(spec: Mapping[str, Any], parameters: dict[str, str], call_model: CallModel) -> Any:
+def run_tool(spec: Mapping[str, Any], parameters: dict[str, str], call_model: CallModel,
+             call_mcp: CallMcp | None = None) -> Any:
     """``MLModelTool.run``: the model's answer's response field, or the whole map as JSON
-    (a flow's step, or an MCP server's ``tools/call``)."""
+    (a flow's step, or an MCP server's ``tools/call``). ``McpStreamableHttpTool.run``: the
+    MCP tool of the tool's name called with ``parameters.input`` (a JSON object, its
+    ``${parameters.x}`` filled) as its arguments; its result's content list as JSON."""
+    if spec["type"] == MCP_TOOL:
+        assert call_mcp is not None
+        return _json_text(call_mcp(tool_name(spec), _mcp_arguments(parameters)))
     data = call_model(parameters["model_id"], parameters)
     field = parameters.get("response_field", DEFAULT_RESPONSE_FIELD)
     if field in data:
         return data[field]
     return _json_text(dict(data))
+
+
+def _mcp_arguments(parameters: Mapping[str, str]) -> dict[str, Any]:
+    """``ToolUtils.extractInputParameters`` then ``StringUtils.fromJson(input)``."""
+    text = parameters.get("input")
+    if text is None:
+        return {}
+    try:
+        filled = render(text, parameters, {}, where="input", keep_missing=True)
+        arguments = json.loads(filled)
+    except (ValueError, BadRequest):
+        raise BadRequest(f"an MCP tool's [input] must be a JSON object, got [{text[:100]}]") from None
+    if not isinstance(arguments, dict):
+        raise BadRequest(f"an MCP tool's [input] must be a JSON object, got [{text[:100]}]")
+    return arguments
 
 
 def _filtered(parameters: Mapping[str, str], output: Any) -> str:

@@ -28,6 +28,7 @@ import ssl
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 from http.server import ThreadingHTTPServer
 
 from ..store.cluster import ClusterSettings, cluster_uuid
@@ -57,6 +58,7 @@ from ..streaming.channel import Channel
 from ..streaming.pool import StreamPool
 from ..streaming.watcher import Watcher, available as watching_available
 from ..upstream.client import UpstreamClient
+from ..upstream import mcp_client
 from ..fronts.console import add_console_routes
 from ..fronts.mlcommons.node import NodeIdentity
 from ..fronts.mlcommons.indices import add_index_routes
@@ -68,6 +70,7 @@ from ..fronts.mlcommons.agent_routes import add_agent_routes
 from ..fronts.mlcommons.mcp_routes import add_mcp_routes
 from ..agents.mcp_server import McpServer
 from ..agents.agents import Agents
+from ..agents.mcp_connectors import McpConnectors
 from ..memory.conversations import Conversations
 from ..inference.cache import ResponseCache
 from ..fronts.openai.routes import add_openai_routes
@@ -80,6 +83,8 @@ from ..server.transport import HTTPRequestHandler
 from .workers import WorkerLink
 
 log = logging.getLogger(__name__)
+# An MCP connector's tools, as ml-commons names their type.
+MCP_TOOL_TYPE = "McpStreamableHttpTool"
 # The usage records' route of a semantic cache's embedding calls.
 EMBEDDING_ROUTE = "response-cache/embedding"
 
@@ -193,10 +198,12 @@ class App:
         # Conversation memory: its tables opened on first use (memory.db, or PostgreSQL's).
         self.memories = Conversations(self.store.memory)
         add_memory_routes(self.router, self.memories)
-        self.agents = Agents(self.store, self.predictor, self.registry.resolve, self.memories)
+        mcp_connectors = McpConnectors(self.registry.connector, self.upstream,
+                                       lambda: self.cluster.endpoint_policy.allow_private)
+        self.agents = Agents(self.store, self.predictor, self.registry.resolve, self.memories, mcp_connectors)
         add_agent_routes(self.router, self.agents)
         self.mcp = McpServer(self.store, self.agents, self.may_use_model)
-        add_mcp_routes(self.router, self.mcp)
+        add_mcp_routes(self.router, self.mcp, self.connector_tools)
         add_anthropic_routes(self.router, self.registry, self.predictor)
         self.responses_kept = ResponseKeeper(self.store, shared=shared)  # the Responses front's, off its streams
         add_responses_routes(self.router, self.registry, self.predictor, self.responses_kept,
@@ -225,6 +232,17 @@ class App:
             raise BadRequest(f"model [{model_id}] answered {len(vectors)} embeddings for one text: "
                              "is it an embedding model?")
         return vectors[0]
+
+    def connector_tools(self, connector_id: str) -> dict[str, Any]:
+        """``GET /_plugins/_ml/connectors/<id>/tools``: the tools an MCP connector's server lists."""
+        connector = self.registry.connector(connector_id)
+        if not connector.is_mcp:
+            raise BadRequest(f"connector [{connector_id}] is a {connector.protocol} connector, not an MCP one")
+        tools = mcp_client.list_tools(self.upstream, connector, self.cluster.endpoint_policy.allow_private)
+        return {"tools": [{"name": tool["name"], "type": MCP_TOOL_TYPE,
+                           **({"description": tool["description"]} if isinstance(tool.get("description"), str) else {}),
+                           **({"input_schema": tool["inputSchema"]} if isinstance(tool.get("inputSchema"), dict) else {})}
+                          for tool in tools]}
 
     def may_use_model(self, model_id: str, caller: Caller | None) -> bool:
         """Whether ``caller`` may call a model, nothing deployed (what every listing shows)."""

@@ -18,7 +18,9 @@ from ..errors import BadRequest
 from ..processing import check_function_name
 from .tls import TlsMaterial, tls_material
 
-PROTOCOLS = ("http", "aws_sigv4")
+# An MCP connector reaches an MCP server's tools (``url``, ``headers``), and has no actions.
+MCP_PROTOCOLS = ("mcp_streamable_http",)
+PROTOCOLS = ("http", "aws_sigv4", *MCP_PROTOCOLS)
 ACTION_TYPES = ("predict", "execute", "batch_predict", "batch_predict_status", "cancel_batch_predict")
 HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
 BACKOFF_POLICIES = ("constant", "exponential_equal_jitter", "exponential_full_jitter")
@@ -31,7 +33,7 @@ DRY_RUN_CONNECTOR_ID = "dryRunConnector"
 _CONNECTOR_FIELDS = frozenset({
     "name", "description", "version", "protocol", "parameters", "credential", "actions",
     "client_config", "backend_roles", "add_all_backend_roles", "access_mode", "owner",
-    "tenant_id", "connector_state", "provisioned_by", DRY_RUN,
+    "tenant_id", "connector_state", "provisioned_by", "url", "headers", DRY_RUN,
 })
 _ACTION_FIELDS = frozenset({
     "action_type", "name", "method", "url", "headers", "request_body",
@@ -122,6 +124,19 @@ class Connector:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # TLS beyond the defaults, from client_config and the credential (None: the defaults).
     tls: TlsMaterial | None = None
+    url: str | None = None  # an MCP connector's server
+    headers: Mapping[str, str] = field(default_factory=dict)  # an MCP connector's (${credential.x} filled when sent)
+
+    @property
+    def is_mcp(self) -> bool:
+        return self.protocol in MCP_PROTOCOLS
+
+    def endpoint_urls(self) -> list[str]:
+        """The URLs the endpoint guard judges at create time: an MCP connector's server, or
+        each action's URL as far as the connector alone fills it."""
+        if self.is_mcp:
+            return [self.url or ""]
+        return [action_url_with_connector_parameters(self, action) for action in self.actions]
 
     def aws_setting(self, key: str) -> str:
         """``region`` or ``service_name``: the parameters', else the credential's
@@ -141,12 +156,12 @@ class Connector:
             doc["description"] = self.description
         if self.version is not None:
             doc["version"] = self.version
-        doc.update({
-            "protocol": self.protocol,
-            "parameters": dict(self.parameters),
-            "actions": [action.to_doc() for action in self.actions],
-            "client_config": self.client_config.to_doc(),
-        })
+        doc.update({"protocol": self.protocol, "parameters": dict(self.parameters)})
+        if self.is_mcp:
+            doc.update(url=self.url, headers=dict(self.headers))
+        else:
+            doc["actions"] = [action.to_doc() for action in self.actions]
+        doc["client_config"] = self.client_config.to_doc()
         doc.update(self.extra)
         return doc
 
@@ -178,7 +193,12 @@ def parse_connector(doc: Any, *, where: str = "connector") -> Connector:
         if not isinstance(value, str):
             raise BadRequest(f"[credential.{key}] must be a string")
     raw_actions = doc.get("actions")
-    if not isinstance(raw_actions, list) or not raw_actions:
+    url, headers = _mcp_endpoint(doc, protocol, credential, where)
+    if protocol in MCP_PROTOCOLS:
+        if raw_actions:
+            raise BadRequest(f"an MCP connector ({protocol}) has no [actions]: its tools come from its [url]")
+        raw_actions = []
+    elif not isinstance(raw_actions, list) or not raw_actions:
         raise BadRequest(f"[actions] must be a non-empty list in {where}")
     actions = tuple(_parse_action(raw, index) for index, raw in enumerate(raw_actions))
     if protocol == "aws_sigv4":
@@ -196,14 +216,40 @@ def parse_connector(doc: Any, *, where: str = "connector") -> Connector:
         raise BadRequest(f"[{DRY_RUN}] must be true or false in {where}")
     extra = {key: doc[key] for key in doc if key in _CONNECTOR_FIELDS - {
         "name", "description", "version", "protocol", "parameters", "credential",
-        "actions", "client_config", DRY_RUN}}
+        "actions", "client_config", "url", "headers", DRY_RUN}}
     client_config = parse_client_config(doc.get("client_config"))
     tls = tls_material(client_config.skip_ssl_verification, client_config.mutual_tls_enabled,
                        client_config.keystore_type, credential)
     return Connector(
         name=name, protocol=protocol, actions=actions, parameters=parameters,
         credential=credential, client_config=client_config,
-        description=description, version=version, extra=extra, tls=tls)
+        description=description, version=version, extra=extra, tls=tls, url=url, headers=headers)
+
+
+def _mcp_endpoint(doc: Mapping[str, Any], protocol: str, credential: Mapping[str, str],
+                  where: str) -> tuple[str | None, dict[str, str]]:
+    """An MCP connector's ``url`` (http or https) and ``headers`` (strings; each
+    ``${credential.x}`` one the credential has); other connectors have neither."""
+    if protocol not in MCP_PROTOCOLS:
+        for field_name in ("url", "headers"):
+            if field_name in doc:
+                raise BadRequest(f"[{field_name}] is a field of MCP connectors; a {protocol} connector puts it "
+                                 "in its actions")
+        return None, {}
+    url = doc.get("url")
+    if not isinstance(url, str) or not url.strip():
+        raise BadRequest("MCP Connector url is blank")
+    if not url.lower().startswith(("http://", "https://")):
+        raise BadRequest(f"[url] of an MCP connector must be an http or https URL, got [{url[:100]}]")
+    headers = _object(doc, "headers", where)
+    for key, value in headers.items():
+        if not isinstance(value, str):
+            raise BadRequest(f"[headers.{key}] must be a string")
+        for kind, name in templating.placeholders(value):
+            if kind == "credential" and name not in credential:
+                raise BadRequest(f"[headers.{key}] names [credential.{name}], which the connector's credential "
+                                 "does not have")
+    return url.strip(), dict(headers)
 
 
 def parse_client_config(raw: Any) -> ClientConfig:

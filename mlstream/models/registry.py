@@ -15,8 +15,7 @@ from functools import partial
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .connectors import (DRY_RUN, DRY_RUN_CONNECTOR_ID, Connector, action_url_with_connector_parameters,
-                         parse_connector)
+from .connectors import DRY_RUN, DRY_RUN_CONNECTOR_ID, Connector, parse_connector
 from ..access.credentials import CredentialCodec
 from ..access.keys import Caller
 from ..access.policy import GroupAccess, group_access, is_owner, may_manage_group, may_reach_group, may_use_model
@@ -38,6 +37,7 @@ from ..caching import CacheConfig, parse_cache
 log = logging.getLogger(__name__)
 
 NODE_ID = "mlstream"
+UNKNOWN_MODEL = "Failed to find model with the provided model id: {}"
 REGISTERED = "REGISTERED"
 DEPLOYED = "DEPLOYED"
 _MODEL_GROUP_FIELDS = frozenset({"name", "description", "access_mode", "backend_roles", "add_all_backend_roles",
@@ -149,6 +149,10 @@ class Registry:
 
     def get_connector(self, connector_id: str) -> dict[str, Any]:
         return self._connector_record(connector_id).doc
+
+    def connector(self, connector_id: str) -> Connector:
+        """A connector by id, its credentials unsealed (an MCP connector's tools are listed)."""
+        return self._connector(self._connector_record(connector_id))
 
     def update_connector(self, connector_id: str, changes: Any) -> None:
         if not isinstance(changes, dict) or not changes:
@@ -470,7 +474,7 @@ class Registry:
 
     def undeploy_model(self, model_id: str) -> dict[str, Any]:
         with self._store.transaction():
-            self._set_state(self._model_record(model_id, self._unknown_model(model_id), None), REGISTERED)
+            self._set_state(self._model_record(model_id, UNKNOWN_MODEL.format(model_id), None), REGISTERED)
         return {NODE_ID: {"stats": {model_id: "undeployed"}}}
 
     def undeploy_models(self, model_ids: list[str] | None) -> dict[str, Any]:
@@ -482,7 +486,7 @@ class Registry:
             if model_ids is None:
                 records = [m for m in self._store.scan("model") if m.doc.get("model_state") == DEPLOYED]
             else:
-                records = [self._model_record(model_id, self._unknown_model(model_id), None)
+                records = [self._model_record(model_id, UNKNOWN_MODEL.format(model_id), None)
                            for model_id in dict.fromkeys(model_ids)]
             for record in records:
                 if record.doc.get("model_state") == DEPLOYED:
@@ -671,7 +675,7 @@ class Registry:
         if "connector" in record.doc:
             return parse_connector(_without_times(record.doc["connector"]) |
                                    {"credential": self._unseal(record.secret)})
-        return self._connector(self._connector_record(record.doc["connector_id"]))
+        return self.connector(record.doc["connector_id"])
 
     # --- search ----------------------------------------------------------------
 
@@ -694,9 +698,8 @@ class Registry:
     def _checked_connector(self, body: Any) -> Connector:
         connector = parse_connector(body)
         policy = self._endpoint_policy()
-        for action in connector.actions:
-            host = policy.check_url(action_url_with_connector_parameters(connector, action))
-            policy.check_literal_host(host)
+        for url in connector.endpoint_urls():
+            policy.check_literal_host(policy.check_url(url))
         return connector
 
     def _record(self, kind: str, record_id: str, missing: str, empty: str | type[IndexNotFound] | None = None) -> Record:
@@ -730,10 +733,6 @@ class Registry:
                       empty: str | type[IndexNotFound] | None = IndexNotFound) -> Record:
         # MLModelManager.getModel (deploy, predict): "Failed to find model", or the index missing
         return self._record("model", model_id, missing, empty)
-
-    @staticmethod
-    def _unknown_model(model_id: str) -> str:
-        return f"Failed to find model with the provided model id: {model_id}"
 
     def _connector(self, record: Record) -> Connector:
         return parse_connector(_without_times(record.doc) | {"credential": self._unseal(record.secret)})

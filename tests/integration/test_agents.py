@@ -10,15 +10,14 @@ from typing import Any
 import pytest
 
 from mlstream.agents.agents import ASYNC_WORKERS
-from mlstream.testing.fake_openai import FakeOpenAI, Scenario
+from mlstream.testing.fake_openai import FakeOpenAI
+from tests.support.connectors import prompt_chat_connector
 from tests.support.clients import Client, bearer, client_with
 from tests.support.timeouts import HANG_GUARD, poll_until
 
 AGENTS = "/_plugins/_ml/agents"
 MEMORY = "/_plugins/_ml/memory"
 MLS = "/_plugins/_mlstream"
-PROMPT_BODY = ('{ "model": "${parameters.model}", "messages": [ {"role": "user", '
-               '"content": "${parameters.prompt}"} ] }')
 
 
 def chat_bodies(fake: FakeOpenAI) -> list[Any]:
@@ -33,18 +32,8 @@ class Setup:
         self.admin = client_with(server.url, bearer(admin.body["key"]))
 
     def model(self, text: str, name: str = "llm", **scenario: Any) -> str:
-        """A chat model whose ``_predict`` answers ``{"response": <the message's text>}``."""
-        connector = {
-            "name": "prompt chat", "protocol": "http", "version": 1,
-            "parameters": {"endpoint": self.fake.url.removeprefix("http://"),
-                           "model": Scenario(chunks=2, text=text, **scenario).to_model(),
-                           "response_filter": "$.choices[0].message.content"},
-            "credential": {"openAI_key": self.fake.api_key},
-            "actions": [{"action_type": "predict", "method": "POST",
-                         "url": "http://${parameters.endpoint}/v1/chat/completions",
-                         "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
-                         "request_body": PROMPT_BODY}]}
-        return self.admin.register(self.admin.create_connector(connector), name=name)
+        return self.admin.register(self.admin.create_connector(prompt_chat_connector(self.fake, text, **scenario)),
+                                   name=name)
 
     def key(self, name: str, **fields: Any) -> Client:
         secret = self.admin.ok("POST", f"{MLS}/keys", {"name": name, **fields})["key"]

@@ -12,14 +12,13 @@ from mcp import ClientSession
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from mlstream.testing.fake_openai import FakeOpenAI, Scenario
+from mlstream.testing.fake_openai import FakeOpenAI
+from tests.support.connectors import prompt_chat_connector
 from tests.support.clients import Client, bearer, client_with
 from tests.support.wire import raw_request
 
 MCP = "/_plugins/_ml/mcp"
 MLS = "/_plugins/_mlstream"
-PROMPT_BODY = ('{ "model": "${parameters.model}", "messages": [ {"role": "user", '
-               '"content": "${parameters.prompt}"} ] }')
 SCHEMA = {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}
 
 
@@ -32,17 +31,8 @@ class Setup:
         self.admin = client_with(server.url, bearer(self.admin_key))
 
     def model(self, text: str, name: str) -> str:
-        connector = {
-            "name": "prompt chat", "protocol": "http", "version": 1,
-            "parameters": {"endpoint": self.fake.url.removeprefix("http://"),
-                           "model": Scenario(chunks=2, text=text).to_model(),
-                           "response_filter": "$.choices[0].message.content"},
-            "credential": {"openAI_key": self.fake.api_key},
-            "actions": [{"action_type": "predict", "method": "POST",
-                         "url": "http://${parameters.endpoint}/v1/chat/completions",
-                         "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
-                         "request_body": PROMPT_BODY}]}
-        return self.admin.register(self.admin.create_connector(connector), name=name)
+        return self.admin.register(self.admin.create_connector(prompt_chat_connector(self.fake, text)),
+                                   name=name)
 
     def key(self, name: str, **fields: Any) -> str:
         return self.admin.ok("POST", f"{MLS}/keys", {"name": name, **fields})["key"]

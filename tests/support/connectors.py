@@ -9,7 +9,7 @@ from typing import Any
 
 from mlstream.testing.fake_batch import FakeOpenAIBatches
 from mlstream.testing.fake_bedrock import FakeBedrock
-from mlstream.testing.fake_openai import FakeOpenAI
+from mlstream.testing.fake_openai import FakeOpenAI, Scenario
 
 from .clients import Client
 from .wire import RawResponse, raw_request
@@ -172,3 +172,22 @@ def closed_port() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+PROMPT_BODY = ('{ "model": "${parameters.model}", "messages": [ {"role": "user", '
+               '"content": "${parameters.prompt}"} ] }')
+
+
+def prompt_chat_connector(fake: FakeOpenAI, text: str, **scenario: Any) -> dict[str, Any]:
+    """A chat connector rendering ``${parameters.prompt}`` as the user's message, whose
+    ``_predict`` answers ``{"response": <the answer's text>}`` (its ``response_filter``): the
+    model an agent's or an MCP server's ``MLModelTool`` calls."""
+    return {
+        "name": "prompt chat", "protocol": "http", "version": 1,
+        "parameters": {"endpoint": host(fake), "model": Scenario(chunks=2, text=text, **scenario).to_model(),
+                       "response_filter": "$.choices[0].message.content"},
+        "credential": {"openAI_key": fake.api_key},
+        "actions": [{"action_type": "predict", "method": "POST",
+                     "url": "http://${parameters.endpoint}/v1/chat/completions",
+                     "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+                     "request_body": PROMPT_BODY}]}

@@ -7,9 +7,12 @@
     POST /_plugins/_ml/mcp/tools/_update      {"tools": [...]} (admin)
     POST /_plugins/_ml/mcp/tools/_remove      ["name", ...] (admin)
     GET  /_plugins/_ml/mcp/tools/_list        the tools registered (admin)
+    GET  /_plugins/_ml/connectors/<id>/tools  the tools an MCP connector's server lists (admin)
 """
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 from ...agents.mcp_server import McpServer
 from ...errors import MethodNotAllowed
@@ -18,7 +21,7 @@ from ...server.routing import Reply, Request, Router
 BASE = "/_plugins/_ml/mcp"
 
 
-def add_mcp_routes(router: Router, server: McpServer) -> None:
+def add_mcp_routes(router: Router, server: McpServer, connector_tools: Callable[[str], dict[str, Any]]) -> None:
     def message(req: Request) -> Reply:
         answer = server.handle(req.body or b"", req.caller, req.meter.trace if req.meter is not None else None)
         # A notification: 202 with no body (so no JSON content type), as ml-commons answers it.
@@ -35,3 +38,5 @@ def add_mcp_routes(router: Router, server: McpServer) -> None:
     router.add("POST", f"{BASE}/tools/_update", lambda req: Reply(200, server.update(req.body)), "admin")
     router.add("POST", f"{BASE}/tools/_remove", lambda req: Reply(200, server.remove(req.body)), "admin")
     router.add("GET", f"{BASE}/tools/_list", lambda req: Reply(200, server.list()), "admin")
+    router.add("GET", "/_plugins/_ml/connectors/{connector_id}/tools",
+               lambda req: Reply(200, connector_tools(req.params["connector_id"])), "admin")
