@@ -16,7 +16,6 @@ trace, the answer. Other types register as in ml-commons and are refused with a 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -30,13 +29,13 @@ from ..access.policy import owner_of
 from ..errors import BadRequest, MLStreamError, NotFound, Overloaded, ShuttingDown, UpstreamError
 from ..inference.predict import Ask, Bound, Predictor
 from ..models.registry import NODE_ID, AnyModel, new_id
-from ..models.search import INDEX_OF, run_search
+from ..models.search import INDEX_OF, document_written, run_search
 from ..store.sqlite import Record, Store
 from ..telemetry.hooks import RequestTrace
 from ..memory.conversations import Conversations
 from .flow import MCP_TOOL, check_runnable, run_flow, tool_name
 from .mcp_connectors import McpConnectors
-from .spec import checked_agent, checked_update
+from .spec import checked_agent, checked_update, string_map
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +105,13 @@ class Agents:
             doc = checked_update(body, self._record(agent_id).doc)
             doc["last_updated_time"] = int(self._clock() * 1000)
             self._store.put("agent", Record(agent_id, doc))
-        return _write_response(agent_id, "updated")
+        return document_written(INDEX_OF["agent"], agent_id, "updated")
 
     def delete(self, agent_id: str) -> dict[str, Any]:
         with self._store.transaction():
             self._record(agent_id)
             self._store.delete("agent", agent_id)
-        return _write_response(agent_id, "deleted")
+        return document_written(INDEX_OF["agent"], agent_id, "deleted")
 
     def search(self, body: Any) -> dict[str, Any]:
         return run_search("agent", [(record.id, record.doc) for record in self._store.scan("agent")], body)
@@ -311,8 +310,7 @@ def _parameters(body: Any) -> dict[str, str]:
     ``RemoteInferenceInputDataSet`` keeps them."""
     if not isinstance(body, dict) or not isinstance(body.get("parameters"), dict):
         raise BadRequest('the request body must be {"parameters": {...}}')
-    return {str(key): value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-            for key, value in body["parameters"].items()}
+    return string_map(body["parameters"], "parameters")
 
 
 def _history_limit(parameters: Mapping[str, str]) -> int:
@@ -322,10 +320,3 @@ def _history_limit(parameters: Mapping[str, str]) -> int:
     if not text.strip().isdigit():
         raise BadRequest(f"[message_history_limit] must be a whole number, got [{text[:40]}]")
     return int(text)
-
-
-def _write_response(agent_id: str, result: str) -> dict[str, Any]:
-    """OpenSearch's document write response, as ml-commons answers an agent's update and delete."""
-    return {"_index": INDEX_OF["agent"], "_id": agent_id, "_version": 1, "result": result,
-            "forced_refresh": True, "_shards": {"total": 1, "successful": 1, "failed": 0}, "_seq_no": 0,
-            "_primary_term": 1}

@@ -19,14 +19,14 @@ there is one) page them as ml-commons does.
 
 from __future__ import annotations
 
-import secrets
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from ..access.keys import Caller
 from ..errors import BadRequest, NotFound
-from ..models.search import INDEX_OF, run_search
+from ..models.registry import new_id
+from ..models.search import INDEX_OF, document_written, run_search
 from ..store.memory_table import MAX_SEARCHED, MemoryTable
 
 DEFAULT_MAX_RESULTS = 10
@@ -90,7 +90,7 @@ class Conversations:
         doc["updated_time"] = iso_time(now)
         if not self._table().update_conversation(memory_id, now, doc):
             raise NotFound(f"Memory [{memory_id}] not found")
-        return _update_response(MEMORY_INDEX, memory_id)
+        return document_written(MEMORY_INDEX, memory_id, "updated")
 
     def delete(self, memory_id: str, caller: Caller | None) -> dict[str, Any]:
         self._own(memory_id, caller)
@@ -170,7 +170,7 @@ class Conversations:
         _check_strings(changes, "response")
         _check_info(changes)
         self.finish_turn(message_id, changes, caller)
-        return _update_response(MESSAGE_INDEX, message_id)
+        return document_written(MESSAGE_INDEX, message_id, "updated")
 
     def messages(self, memory_id: str, caller: Caller | None, query: Mapping[str, str]) -> dict[str, Any]:
         self._own(memory_id, caller)
@@ -212,11 +212,6 @@ class Conversations:
             if memory is not None and (caller is None or memory[0] == memory_owner(caller)):
                 return found
         raise NotFound(f"Message [{message_id}] not found")
-
-
-def new_id() -> str:
-    """A URL-safe random id of ml-commons' length (20 characters)."""
-    return secrets.token_urlsafe(15)
 
 
 def _message(memory_id: str, message_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -270,7 +265,3 @@ def _paged(field: str, items: list[dict[str, Any]], start: int, size: int) -> di
     return out
 
 
-def _update_response(index: str, doc_id: str) -> dict[str, Any]:
-    """OpenSearch's update response, as ml-commons answers an update of a memory or message."""
-    return {"_index": index, "_id": doc_id, "_version": 1, "result": "updated", "forced_refresh": True,
-            "_shards": {"total": 1, "successful": 1, "failed": 0}, "_seq_no": 0, "_primary_term": 1}

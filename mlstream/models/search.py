@@ -17,6 +17,13 @@ INDEX_OF = {"connector": ".plugins-ml-connector", "model": ".plugins-ml-model", 
             "model_group": ".plugins-ml-model-group", "memory": ".plugins-ml-memory-meta",
             "message": ".plugins-ml-memory-message", "agent": ".plugins-ml-agent"}
 DEFAULT_SIZE = 10
+
+
+def document_written(index: str, doc_id: str, result: str) -> dict[str, Any]:
+    """OpenSearch's document write response (what ml-commons answers an update or delete)."""
+    return {"_index": index, "_id": doc_id, "_version": 1, "result": result,
+            "_shards": {"total": 1, "successful": 1, "failed": 0}, "_seq_no": 0, "_primary_term": 1}
+
 MAX_RESULT_WINDOW = 10_000  # OpenSearch's index.max_result_window
 
 Predicate = Callable[[str, dict[str, Any]], bool]

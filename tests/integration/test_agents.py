@@ -278,7 +278,9 @@ def test_runs_not_over_when_the_server_stops_end_as_failed_tasks(make_server, fa
     agent_id = setup.admin.ok("POST", f"{AGENTS}/_register", flow_agent(model_id))["agent_id"]
     tasks = [setup.admin.ok("POST", f"{AGENTS}/{agent_id}/_execute?async=true", {"parameters": {"question": "q"}})
              ["task_id"] for _ in range(ASYNC_WORKERS + 2)]
-    assert poll_until(lambda: len(chat_bodies(fake)) >= ASYNC_WORKERS, HANG_GUARD)  # 4 runs going, 2 waiting
+    going = fake.stats.wait_for(lambda stats: sum(1 for r in stats.requests if r.path.endswith("/chat/completions"))
+                                >= ASYNC_WORKERS, HANG_GUARD)
+    assert going  # 4 runs going, 2 waiting
     admin_key = setup.admin.http.headers["Authorization"]
     server.stop(drain_timeout=0)
     again = client_with(make_server().url, {"Authorization": admin_key})

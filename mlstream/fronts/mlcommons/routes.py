@@ -17,6 +17,7 @@ from ...metrics import Metrics
 from ...inference.cache import CacheUse
 from ...inference.predict import Ask, Bound, PredictResult, Predictor, check_one_api
 from ...models.registry import AnyModel, Registry, RouterModel
+from ...models.search import document_written
 from ...server.routing import Reply, Request, Router, StreamReply
 from . import node
 from .errors import ML_COMMONS_FRONT
@@ -99,12 +100,12 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     @add("PUT", f"{PREFIX}/connectors/{{connector_id}}")
     def update_connector(req: Request) -> Reply:
         registry.update_connector(req.params["connector_id"], _required(req.body))
-        return Reply(200, _result(req.params["connector_id"], ".plugins-ml-connector", "updated"))
+        return Reply(200, document_written(".plugins-ml-connector", req.params["connector_id"], "updated"))
 
     @add("DELETE", f"{PREFIX}/connectors/{{connector_id}}")
     def delete_connector(req: Request) -> Reply:
         registry.delete_connector(req.params["connector_id"])
-        return Reply(200, _result(req.params["connector_id"], ".plugins-ml-connector", "deleted"))
+        return Reply(200, document_written(".plugins-ml-connector", req.params["connector_id"], "deleted"))
 
     # model groups
     @add("POST", f"{PREFIX}/model_groups/_register", role="tenant_admin")
@@ -125,7 +126,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     @add("DELETE", f"{PREFIX}/model_groups/{{model_group_id}}", role="tenant_admin")
     def delete_model_group(req: Request) -> Reply:
         registry.delete_model_group(req.params["model_group_id"], req.caller)
-        return Reply(200, _result(req.params["model_group_id"], ".plugins-ml-model-group", "deleted"))
+        return Reply(200, document_written(".plugins-ml-model-group", req.params["model_group_id"], "deleted"))
 
     # models
     @add("POST", f"{PREFIX}/models/_register")
@@ -142,12 +143,12 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     def update_model(req: Request) -> Reply:
         # RestMLUpdateModelAction: an UpdateResponse
         registry.update_model(req.params["model_id"], req.body)
-        return Reply(200, _result(req.params["model_id"], ".plugins-ml-model", "updated"))
+        return Reply(200, document_written(".plugins-ml-model", req.params["model_id"], "updated"))
 
     @add("DELETE", f"{PREFIX}/models/{{model_id}}")
     def delete_model(req: Request) -> Reply:
         registry.delete_model(req.params["model_id"])
-        return Reply(200, _result(req.params["model_id"], ".plugins-ml-model", "deleted"))
+        return Reply(200, document_written(".plugins-ml-model", req.params["model_id"], "deleted"))
 
     @add("POST", f"{PREFIX}/models/{{model_id}}/_deploy")
     def deploy_model(req: Request) -> Reply:
@@ -238,7 +239,7 @@ def build_router(registry: Registry, predictor: Predictor, cluster: ClusterSetti
     @add("DELETE", f"{PREFIX}/tasks/{{task_id}}", role="user")
     def delete_task(req: Request) -> Reply:
         registry.delete_task(own_task(req))
-        return Reply(200, _result(req.params["task_id"], ".plugins-ml-task", "deleted"))
+        return Reply(200, document_written(".plugins-ml-task", req.params["task_id"], "deleted"))
 
     # stats and profile: counted from what this server did since it started
     for template in ("/stats", "/stats/{stat}", "/{node_id}/stats", "/{node_id}/stats/{stat}"):
@@ -290,12 +291,6 @@ def _model_ids(body: Any) -> list[str] | None:
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise BadRequest("[model_ids] must be a list of model ids")
     return ids
-
-
-def _result(doc_id: str, index: str, result: str) -> dict[str, Any]:
-    """OpenSearch's document write response (what ml-commons returns for update/delete)."""
-    return {"_index": index, "_id": doc_id, "_version": 1, "result": result,
-            "_shards": {"total": 1, "successful": 1, "failed": 0}, "_seq_no": 0, "_primary_term": 1}
 
 
 # ``_predict``'s answer in the response cache, and back: an answer from the cache took no
